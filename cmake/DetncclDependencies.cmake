@@ -1,0 +1,14 @@
+# Third-party dependencies, all from Debian packages (scripts/install-deps.sh installs them).
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+find_package(Threads REQUIRED)
+find_package(spdlog CONFIG REQUIRED)
+find_package(Boost 1.74 REQUIRED)  # Interprocess is header-only
+find_package(CLI11 CONFIG REQUIRED)
+find_package(nlohmann_json CONFIG REQUIRED)
+if(DETNCCL_BUILD_TESTS)
+  find_package(GTest CONFIG REQUIRED)
+endif()
+if(DETNCCL_BUILD_BENCH)
+  find_package(benchmark CONFIG REQUIRED)
+endif()

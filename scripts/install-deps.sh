@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs the Debian packages detnccl needs to build, test and benchmark. Idempotent:
+# packages already present are skipped and apt is only consulted when something is missing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libxxhash-dev xxhash
+  libspdlog-dev libfmt-dev
+  libboost-dev
+  libgtest-dev libgmock-dev
+  libbenchmark-dev
+  libcli11-dev
+  nlohmann-json3-dev
+  python3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,10 @@
+# ABI agreement with the real nccl.h, when one is found (it needs cuda_runtime.h too, but no CUDA compiler).
+if(DETNCCL_REAL_NCCL_INCLUDE_DIR AND DETNCCL_CUDA_INCLUDE_DIR)
+  add_executable(test_abi test_abi.cc)
+  target_include_directories(test_abi PRIVATE ${DETNCCL_REAL_NCCL_INCLUDE_DIR} ${DETNCCL_CUDA_INCLUDE_DIR})
+  target_compile_definitions(test_abi PRIVATE DETNCCL_REAL_NCCL_H="${DETNCCL_REAL_NCCL_INCLUDE_DIR}/nccl.h")
+  target_link_libraries(test_abi PRIVATE detnccl_abi detnccl_options GTest::gtest_main)
+  gtest_discover_tests(test_abi)
+else()
+  message(STATUS "No real nccl.h found: the ABI agreement test is not built")
+endif()
