@@ -133,8 +133,8 @@ DETNCCL_SAME_SIZE(ncclSimInfo_t)
 #undef DETNCCL_SAME_SIZE
 
 // Field layout of the structs users fill in.
-#define DETNCCL_SAME_FIELD(T, f)                                                                   \
-  static_assert(offsetof(ours::T, f) == offsetof(::T, f), #T "." #f " offset");                    \
+#define DETNCCL_SAME_FIELD(T, f)                                                \
+  static_assert(offsetof(ours::T, f) == offsetof(::T, f), #T "." #f " offset"); \
   static_assert(std::is_same_v<to_real_t<decltype(ours::T::f)>, decltype(::T::f)>, #T "." #f " type");
 DETNCCL_SAME_FIELD(ncclUniqueId, internal)
 DETNCCL_SAME_FIELD(ncclConfig_t, size)
@@ -242,13 +242,13 @@ TEST(Abi, RealLibraryExportsEveryEntryPoint) {
 #else
   void* library = dlopen(DETNCCL_REAL_NCCL_LIBRARY, RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(library, nullptr) << dlerror();
-#define DETNCCL_CHECK_EXPORT(ret, name, params, args, kind, need)                  \
-  EXPECT_NE(dlsym(library, #name), nullptr) << #name " missing from the library";  \
+#define DETNCCL_CHECK_EXPORT(ret, name, params, args, kind, need)                 \
+  EXPECT_NE(dlsym(library, #name), nullptr) << #name " missing from the library"; \
   EXPECT_NE(dlsym(library, "p" #name), nullptr) << "p" #name " missing from the library";
   DETNCCL_NCCL_API(DETNCCL_CHECK_EXPORT)
 #undef DETNCCL_CHECK_EXPORT
   // The version the library reports is the one our header describes.
-  auto get_version = reinterpret_cast<::ncclResult_t (*)(int*)>(dlsym(library, "ncclGetVersion"));
+  auto get_version = reinterpret_cast< ::ncclResult_t (*)(int*)>(dlsym(library, "ncclGetVersion"));
   ASSERT_NE(get_version, nullptr);
   int version = 0;
   ASSERT_EQ(get_version(&version), ::ncclSuccess);

@@ -1,0 +1,28 @@
+// detnccl shim: the exported wrappers of every NCCL entry point, generated from abi/nccl_api_table.h.
+// Communicator creation and destruction and the group calls are hand-written in wrappers_special.cc.
+#include "abi/nccl_abi.h"
+#include "interpose/real_nccl.h"
+#include "interpose/shim_state.h"
+
+// Collectives and point-to-point calls: the calls detnccl traces (the tracing hooks attach here).
+// TODO(issue 4, tracer): `if (shim_active()) return traced_call(...)` goes here; until then they forward.
+#define DETNCCL_WRAP_TRACED(ret, name, params, args) \
+  DETNCCL_EXPORT ret name params { return DETNCCL_REAL(name) args; }
+// Queries, memory registration, custom reduction operators: forwarded as they are.
+#define DETNCCL_WRAP_FORWARD(ret, name, params, args) \
+  DETNCCL_EXPORT ret name params { return DETNCCL_REAL(name) args; }
+#define DETNCCL_WRAP_SPECIAL(ret, name, params, args) /* in wrappers_special.cc */
+
+#define DETNCCL_WRAP_coll DETNCCL_WRAP_TRACED
+#define DETNCCL_WRAP_p2p DETNCCL_WRAP_TRACED
+#define DETNCCL_WRAP_version DETNCCL_WRAP_FORWARD
+#define DETNCCL_WRAP_query DETNCCL_WRAP_FORWARD
+#define DETNCCL_WRAP_mem DETNCCL_WRAP_FORWARD
+#define DETNCCL_WRAP_redop DETNCCL_WRAP_FORWARD
+#define DETNCCL_WRAP_misc DETNCCL_WRAP_FORWARD
+#define DETNCCL_WRAP_init DETNCCL_WRAP_SPECIAL
+#define DETNCCL_WRAP_destroy DETNCCL_WRAP_SPECIAL
+#define DETNCCL_WRAP_group DETNCCL_WRAP_SPECIAL
+
+#define DETNCCL_WRAP(ret, name, params, args, kind, need) DETNCCL_WRAP_##kind(ret, name, params, args)
+DETNCCL_NCCL_API(DETNCCL_WRAP)

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds detnccl and runs the whole test suite: the README's test command, and what CI runs.
+#   scripts/test.sh            release preset (CUDA parts built when the toolkit is found)
+#   DETNCCL_PRESET=asan scripts/test.sh   any preset of CMakePresets.json (debug, cpu, asan, tsan)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+preset="${DETNCCL_PRESET:-release}"
+jobs="$(nproc)"
+
+./scripts/install-deps.sh
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset" -j "$jobs"
+
+# Leftover shared memory or processes from an earlier, killed run would be blamed on this one: note them first.
+shm_before="$(ls /dev/shm | grep -c '^hostnccl-' || true)"
+
+status=0
+ctest --preset "$preset" -j "$jobs" --timeout 900 || status=$?
+
+# hostnccl promises to leave nothing behind in /dev/shm and no test process running.
+leftover="$(ls /dev/shm | grep '^hostnccl-' || true)"
+if [[ -n "$leftover" && "$(echo "$leftover" | wc -l)" -gt "$shm_before" ]]; then
+  echo "FAIL: the test suite left shared-memory segments behind in /dev/shm:" >&2
+  echo "$leftover" >&2
+  status=1
+fi
+stray="$(pgrep -f "build/$preset/(tests|hostnccl|bench)/" || true)"
+if [[ -n "$stray" ]]; then
+  echo "FAIL: test processes still running after the suite: $stray" >&2
+  ps -o pid,args -p $stray >&2 || true
+  pkill -KILL -f "build/$preset/(tests|hostnccl|bench)/" || true
+  status=1
+fi
+exit "$status"

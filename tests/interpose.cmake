@@ -1,0 +1,25 @@
+# The LD_PRELOAD shim: exported symbols, transparency over the real NCCL and over hostnccl.
+add_executable(test_interpose test_interpose.cc)
+target_link_libraries(test_interpose PRIVATE detnccl_abi detnccl_options GTest::gtest_main)
+target_compile_definitions(test_interpose PRIVATE
+  DETNCCL_SHIM_PATH="$<TARGET_FILE:detnccl>"
+  DETNCCL_ABI_TABLE_H="${PROJECT_SOURCE_DIR}/abi/nccl_api_table.h")
+add_dependencies(test_interpose detnccl)
+
+if(DETNCCL_REAL_NCCL_LIBRARY)
+  # The probe links the real libnccl.so.2 by path (no GPU needed for the calls it makes).
+  add_executable(interpose_probe_real interpose_probe.cc)
+  target_link_libraries(interpose_probe_real PRIVATE detnccl_abi ${DETNCCL_REAL_NCCL_LIBRARY})
+  get_filename_component(real_nccl_dir ${DETNCCL_REAL_NCCL_LIBRARY} DIRECTORY)
+  set_target_properties(interpose_probe_real PROPERTIES BUILD_RPATH ${real_nccl_dir})
+  target_compile_definitions(test_interpose PRIVATE
+    DETNCCL_PROBE_REAL="$<TARGET_FILE:interpose_probe_real>" DETNCCL_REAL_NCCL_LIBRARY="${DETNCCL_REAL_NCCL_LIBRARY}")
+  add_dependencies(test_interpose interpose_probe_real)
+endif()
+if(TARGET hostnccl)
+  add_executable(interpose_probe_host interpose_probe.cc)
+  target_link_libraries(interpose_probe_host PRIVATE detnccl_abi hostnccl)
+  target_compile_definitions(test_interpose PRIVATE DETNCCL_PROBE_HOST="$<TARGET_FILE:interpose_probe_host>")
+  add_dependencies(test_interpose interpose_probe_host)
+endif()
+gtest_discover_tests(test_interpose)

@@ -1,0 +1,105 @@
+// The LD_PRELOAD shim (interpose/): it exports exactly the NCCL API and its own detnccl_* functions, and it is
+// transparent — a program gives the same answers, return codes and error messages with and without it, over the
+// real NCCL and over hostnccl, and the dynamic linker really routes the calls through it.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+
+namespace {
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+CommandResult run(const std::string& command) {
+  CommandResult result;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return result;
+  std::array<char, 4096> buffer{};
+  size_t n = 0;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+std::string preload(const std::string& command) { return "LD_PRELOAD=" DETNCCL_SHIM_PATH " " + command; }
+
+// Every entry point named in the API table, read from the table's text (independently of the macros).
+std::set<std::string> table_entry_points() {
+  std::ifstream table(DETNCCL_ABI_TABLE_H);
+  std::stringstream text;
+  text << table.rdbuf();
+  const std::string source = text.str();
+  const std::regex row(R"(X\((?:ncclResult_t|const char\*),\s*(nccl\w+),)");
+  std::set<std::string> names;
+  for (auto it = std::sregex_iterator(source.begin(), source.end(), row); it != std::sregex_iterator(); ++it) {
+    names.insert((*it)[1]);
+  }
+  return names;
+}
+
+TEST(Interpose, ExportsExactlyTheNcclApiAndNoPncclSymbol) {
+  const CommandResult nm = run("nm -D --defined-only " DETNCCL_SHIM_PATH);
+  ASSERT_EQ(nm.exit_code, 0) << nm.output;
+  std::set<std::string> exported;
+  std::istringstream lines(nm.output);
+  std::string address, type, name;
+  while (lines >> address >> type >> name) exported.insert(name);
+
+  std::set<std::string> expected = table_entry_points();
+  ASSERT_GT(expected.size(), 30u);
+  // TODO(issue 4): detnccl_set_step and detnccl_flush join this list with the public C API.
+  EXPECT_EQ(exported, expected);
+  for (const std::string& symbol : exported) EXPECT_NE(symbol.rfind("pnccl", 0), 0u) << symbol;
+}
+
+TEST(Interpose, DoesNothingInAProcessThatNeverLoadsNccl) {
+  const CommandResult result = run(preload("/bin/sh -c 'echo hello'"));
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_EQ(result.output, "hello\n");
+}
+
+#ifdef DETNCCL_PROBE_REAL
+// Over the real NCCL 2.28 (no GPU here): ncclGetVersion answers NCCL's own version, and the failing
+// ncclCommInitRank returns NCCL's own error code and ncclGetLastError message, exactly as without the shim.
+TEST(Interpose, TransparentOverTheRealNccl) {
+  const CommandResult direct = run(DETNCCL_PROBE_REAL);
+  const CommandResult shimmed = run(preload(DETNCCL_PROBE_REAL));
+  ASSERT_EQ(direct.exit_code, 0) << direct.output;
+  EXPECT_EQ(shimmed.exit_code, 0);
+  EXPECT_EQ(shimmed.output, direct.output);
+  EXPECT_NE(direct.output.find("version 22809"), std::string::npos) << direct.output;
+}
+
+TEST(Interpose, CallsAreRoutedThroughTheShimToTheRealNccl) {
+  const CommandResult traced = run("LD_DEBUG=bindings " + preload(DETNCCL_PROBE_REAL));
+  // The program's call binds to the shim, and the shim's lookup binds to the real library's strong symbol.
+  EXPECT_TRUE(
+      std::regex_search(traced.output, std::regex(R"(interpose_probe_real.*to .*libdetnccl\.so.*`ncclAllReduce')")))
+      << traced.output.substr(0, 4000);
+  EXPECT_TRUE(std::regex_search(traced.output, std::regex(R"(libdetnccl\.so.*to .*libnccl\.so\.2.*`pncclAllReduce')")));
+}
+#endif
+
+#ifdef DETNCCL_PROBE_HOST
+TEST(Interpose, TransparentOverHostnccl) {
+  const CommandResult direct = run(DETNCCL_PROBE_HOST);
+  const CommandResult shimmed = run(preload(DETNCCL_PROBE_HOST));
+  ASSERT_EQ(direct.exit_code, 0) << direct.output;
+  EXPECT_EQ(shimmed.exit_code, 0);
+  EXPECT_EQ(shimmed.output, direct.output);
+  const CommandResult traced = run("LD_DEBUG=bindings " + preload(DETNCCL_PROBE_HOST));
+  EXPECT_TRUE(std::regex_search(traced.output, std::regex(R"(libdetnccl\.so.*to .*libnccl\.so\.2.*`pncclAllReduce')")));
+}
+#endif
+
+}  // namespace
