@@ -3,12 +3,18 @@
 #include "abi/nccl_abi.h"
 #include "interpose/real_nccl.h"
 #include "interpose/shim_state.h"
+#include "interpose/tracer.h"
 
 // Collectives and point-to-point calls: the calls detnccl traces (the tracing hooks attach here).
-// TODO(issue 4, tracer): `if (shim_active()) return traced_call(...)` goes here; until then they forward.
-#define DETNCCL_WRAP_TRACED(ret, name, params, args) \
-  DETNCCL_EXPORT ret name params { return DETNCCL_REAL(name) args; }
-// Queries, memory registration, custom reduction operators: forwarded as they are.
+// With the shim inactive this is one predictable branch and a tail call; otherwise the call is traced, its buffer
+// semantics taken from describe_<name> (call_shape.h).
+#define DETNCCL_WRAP_TRACED(ret, name, params, args)                                             \
+  DETNCCL_EXPORT ret name params {                                                               \
+    if (!::detnccl::interpose::shim_active()) return DETNCCL_REAL(name) args;                    \
+    return ::detnccl::interpose::trace_call(::detnccl::interpose::describe_##name args,          \
+                                            [&]() noexcept { return DETNCCL_REAL(name) args; }); \
+  }
+// Queries and memory registration: forwarded as they are.
 #define DETNCCL_WRAP_FORWARD(ret, name, params, args) \
   DETNCCL_EXPORT ret name params { return DETNCCL_REAL(name) args; }
 #define DETNCCL_WRAP_SPECIAL(ret, name, params, args) /* in wrappers_special.cc */
@@ -18,7 +24,7 @@
 #define DETNCCL_WRAP_version DETNCCL_WRAP_FORWARD
 #define DETNCCL_WRAP_query DETNCCL_WRAP_FORWARD
 #define DETNCCL_WRAP_mem DETNCCL_WRAP_FORWARD
-#define DETNCCL_WRAP_redop DETNCCL_WRAP_FORWARD
+#define DETNCCL_WRAP_redop DETNCCL_WRAP_SPECIAL
 #define DETNCCL_WRAP_misc DETNCCL_WRAP_FORWARD
 #define DETNCCL_WRAP_init DETNCCL_WRAP_SPECIAL
 #define DETNCCL_WRAP_destroy DETNCCL_WRAP_SPECIAL

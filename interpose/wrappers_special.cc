@@ -1,53 +1,158 @@
-// detnccl shim: the hand-written wrappers — communicator creation and destruction, and group brackets.
-// These are the calls where the shim learns about communicators and group boundaries; today they forward.
+// detnccl shim: the hand-written wrappers — communicator creation and destruction, group brackets and custom
+// reduction operators: the calls where the shim learns about communicators, groups and PreMulSum scalars.
+#include <cstdint>
+#include <ctime>
+
+#include <unistd.h>
+
 #include "abi/nccl_abi.h"
 #include "interpose/real_nccl.h"
 #include "interpose/shim_state.h"
+#include "interpose/tracer.h"
+#include "records/communicator_id.h"
 
-DETNCCL_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) { return DETNCCL_REAL(ncclGetUniqueId)(uniqueId); }
+namespace {
+
+using detnccl::interpose::CommunicatorOrigin;
+using detnccl::interpose::on_communicator_created;
+using detnccl::interpose::shim_active;
+using detnccl::records::CommOrigin;
+
+// Creation calls that can have made a communicator (a non-blocking one reports ncclInProgress).
+bool created(ncclResult_t result) { return result == ncclSuccess || result == ncclInProgress; }
+
+void record_initialized(ncclComm_t* comm, ncclResult_t result, CommOrigin origin, const ncclUniqueId* id) {
+  if (shim_active() && created(result) && comm != nullptr) {
+    CommunicatorOrigin how;
+    how.origin = origin;
+    how.unique_id = id;
+    on_communicator_created(*comm, how);
+  }
+}
+
+}  // namespace
+
+DETNCCL_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
+  detnccl::interpose::ensure_configured();
+  return DETNCCL_REAL(ncclGetUniqueId)(uniqueId);
+}
 
 DETNCCL_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                                    ncclConfig_t* config) {
-  return DETNCCL_REAL(ncclCommInitRankConfig)(comm, nranks, commId, rank, config);
+  detnccl::interpose::ensure_configured();
+  const ncclResult_t result = DETNCCL_REAL(ncclCommInitRankConfig)(comm, nranks, commId, rank, config);
+  record_initialized(comm, result, CommOrigin::kInitRank, &commId);
+  return result;
 }
 
 DETNCCL_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
-  return DETNCCL_REAL(ncclCommInitRank)(comm, nranks, commId, rank);
+  detnccl::interpose::ensure_configured();
+  const ncclResult_t result = DETNCCL_REAL(ncclCommInitRank)(comm, nranks, commId, rank);
+  record_initialized(comm, result, CommOrigin::kInitRank, &commId);
+  return result;
 }
 
 DETNCCL_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
-  return DETNCCL_REAL(ncclCommInitAll)(comm, ndev, devlist);
+  detnccl::interpose::ensure_configured();
+  const ncclResult_t result = DETNCCL_REAL(ncclCommInitAll)(comm, ndev, devlist);
+  if (shim_active() && created(result) && comm != nullptr) {
+    // All the communicators of this call live in this process: any id they share will do.
+    timespec now{};
+    clock_gettime(CLOCK_REALTIME, &now);
+    CommunicatorOrigin how;
+    how.origin = CommOrigin::kInitAll;
+    how.shared_id = detnccl::records::communicator_id_from_parent(
+        static_cast<std::uint64_t>(now.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(now.tv_nsec),
+        static_cast<std::uint64_t>(getpid()), ndev);
+    for (int i = 0; i < ndev; ++i) on_communicator_created(comm[i], how);
+  }
+  return result;
 }
 
 DETNCCL_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
                                                      ncclUniqueId* commIds, ncclConfig_t* config) {
-  return DETNCCL_REAL(ncclCommInitRankScalable)(newcomm, nranks, myrank, nId, commIds, config);
+  detnccl::interpose::ensure_configured();
+  const ncclResult_t result = DETNCCL_REAL(ncclCommInitRankScalable)(newcomm, nranks, myrank, nId, commIds, config);
+  record_initialized(newcomm, result, CommOrigin::kInitRankScalable, nId > 0 ? commIds : nullptr);
+  return result;
 }
 
 DETNCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                                           ncclConfig_t* config) {
-  return DETNCCL_REAL(ncclCommSplit)(comm, color, key, newcomm, config);
+  detnccl::interpose::ensure_configured();
+  const ncclResult_t result = DETNCCL_REAL(ncclCommSplit)(comm, color, key, newcomm, config);
+  if (shim_active() && created(result)) {
+    CommunicatorOrigin how;
+    how.origin = CommOrigin::kSplit;
+    how.parent = comm;
+    how.color = color;
+    how.key = key;
+    // A rank that passed NCCL_SPLIT_NOCOLOR gets no communicator, but the parent's derivation count still advances.
+    on_communicator_created(newcomm != nullptr ? *newcomm : nullptr, how);
+  }
+  return result;
 }
 
 DETNCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                                            ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
-  return DETNCCL_REAL(ncclCommShrink)(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+  detnccl::interpose::ensure_configured();
+  const ncclResult_t result =
+      DETNCCL_REAL(ncclCommShrink)(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+  if (shim_active() && created(result)) {
+    // Every survivor passes the same exclusion list: its hash (order-independent) stands in for a split color.
+    std::uint64_t excluded = 0;
+    for (int i = 0; excludeRanksList != nullptr && i < excludeRanksCount; ++i) {
+      excluded += (static_cast<std::uint64_t>(excludeRanksList[i]) + 1) * 0x9E3779B97F4A7C15ull;
+    }
+    CommunicatorOrigin how;
+    how.origin = CommOrigin::kShrink;
+    how.parent = comm;
+    how.color = static_cast<std::int64_t>(excluded & 0x7fffffff);
+    on_communicator_created(newcomm != nullptr ? *newcomm : nullptr, how);
+  }
+  return result;
 }
 
 DETNCCL_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) { return DETNCCL_REAL(ncclCommFinalize)(comm); }
 
-DETNCCL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) { return DETNCCL_REAL(ncclCommDestroy)(comm); }
+DETNCCL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  if (shim_active()) detnccl::interpose::on_communicator_destroyed(comm);
+  return DETNCCL_REAL(ncclCommDestroy)(comm);
+}
 
-DETNCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) { return DETNCCL_REAL(ncclCommAbort)(comm); }
+DETNCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (shim_active()) detnccl::interpose::on_communicator_destroyed(comm);
+  return DETNCCL_REAL(ncclCommAbort)(comm);
+}
 
 DETNCCL_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   return DETNCCL_REAL(ncclCommRevoke)(comm, revokeFlags);
 }
 
-DETNCCL_EXPORT ncclResult_t ncclGroupStart() { return DETNCCL_REAL(ncclGroupStart)(); }
+DETNCCL_EXPORT ncclResult_t ncclGroupStart() {
+  if (shim_active()) detnccl::interpose::on_group_start();
+  return DETNCCL_REAL(ncclGroupStart)();
+}
 
-DETNCCL_EXPORT ncclResult_t ncclGroupEnd() { return DETNCCL_REAL(ncclGroupEnd)(); }
+DETNCCL_EXPORT ncclResult_t ncclGroupEnd() {
+  const ncclResult_t result = DETNCCL_REAL(ncclGroupEnd)();
+  if (shim_active()) detnccl::interpose::on_group_end(result);
+  return result;
+}
 
 DETNCCL_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
   return DETNCCL_REAL(ncclGroupSimulateEnd)(simInfo);
+}
+
+DETNCCL_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+                                                     ncclScalarResidence_t residence, ncclComm_t comm) {
+  const ncclResult_t result = DETNCCL_REAL(ncclRedOpCreatePreMulSum)(op, scalar, datatype, residence, comm);
+  if (shim_active() && result == ncclSuccess && op != nullptr) {
+    detnccl::interpose::on_premulsum_created(*op, scalar, datatype, residence, comm);
+  }
+  return result;
+}
+
+DETNCCL_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+  return DETNCCL_REAL(ncclRedOpDestroy)(op, comm);
 }

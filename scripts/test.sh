@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Builds detnccl and runs the whole test suite: the README's test command, and what CI runs.
 #   scripts/test.sh            release preset (CUDA parts built when the toolkit is found)
-#   DETNCCL_PRESET=asan scripts/test.sh   any preset of CMakePresets.json (debug, cpu, asan, tsan)
+#   PRESET=asan scripts/test.sh   any preset of CMakePresets.json (debug, cpu, asan, tsan)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-preset="${DETNCCL_PRESET:-release}"
+preset="${PRESET:-release}"
 jobs="$(nproc)"
 
 ./scripts/install-deps.sh

@@ -23,3 +23,17 @@ if(TARGET hostnccl)
   add_dependencies(test_interpose interpose_probe_host)
 endif()
 gtest_discover_tests(test_interpose)
+
+# End-to-end tracing over hostnccl: trace_job under hostnccl-run with the shim preloaded.
+if(TARGET hostnccl AND TARGET hostnccl-run)
+  add_executable(trace_job trace_job.cc)
+  target_link_libraries(trace_job PRIVATE detnccl_abi detnccl_options detnccl_bootstrap hostnccl ${CMAKE_DL_LIBS})
+  add_executable(test_shim_trace test_shim_trace.cc)
+  target_link_libraries(test_shim_trace PRIVATE detnccl_abi detnccl_options detnccl_hash detnccl_records
+                                                GTest::gtest_main)
+  target_compile_definitions(test_shim_trace PRIVATE
+    DETNCCL_SHIM_PATH="$<TARGET_FILE:detnccl>" DETNCCL_TRACE_JOB="$<TARGET_FILE:trace_job>"
+    DETNCCL_LAUNCHER="$<TARGET_FILE:hostnccl-run>")
+  add_dependencies(test_shim_trace detnccl trace_job hostnccl-run)
+  gtest_discover_tests(test_shim_trace DISCOVERY_TIMEOUT 30 PROPERTIES TIMEOUT 300)
+endif()

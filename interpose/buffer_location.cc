@@ -1,0 +1,41 @@
+// detnccl shim: buffer location through the CUDA driver API, looked up at run time (see buffer_location.h).
+#include "interpose/buffer_location.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+
+namespace detnccl::interpose {
+namespace {
+
+// The few driver API values used here (cuda.h, stable since CUDA 4).
+constexpr int kCudaSuccess = 0;
+constexpr int kCudaErrorInvalidValue = 1;
+constexpr int kPointerAttributeMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+constexpr unsigned kMemoryTypeHost = 1;         // CU_MEMORYTYPE_HOST
+using PointerGetAttribute = int (*)(void* value, int attribute, unsigned long long pointer);
+
+PointerGetAttribute g_get_attribute = nullptr;
+std::once_flag g_looked_up;
+
+void look_up_driver() noexcept {
+  void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (driver == nullptr) return;
+  g_get_attribute = reinterpret_cast<PointerGetAttribute>(dlsym(driver, "cuPointerGetAttribute"));
+  // RATIONALE: keep the NOLOAD reference: the driver never unloads while CUDA is in use.
+}
+
+}  // namespace
+
+BufferLocation locate_buffer(const void* data) noexcept {
+  std::call_once(g_looked_up, look_up_driver);
+  if (g_get_attribute == nullptr) return BufferLocation::kHost;
+  unsigned memory_type = 0;
+  const int status =
+      g_get_attribute(&memory_type, kPointerAttributeMemoryType, reinterpret_cast<unsigned long long>(data));
+  if (status == kCudaErrorInvalidValue) return BufferLocation::kHost;  // not memory CUDA knows: plain host memory
+  if (status != kCudaSuccess) return BufferLocation::kUnknown;
+  return memory_type == kMemoryTypeHost ? BufferLocation::kHost : BufferLocation::kDevice;
+}
+
+}  // namespace detnccl::interpose

@@ -1,0 +1,511 @@
+// detnccl shim: the tracer (see tracer.h).
+#include "interpose/tracer.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "config/config.h"
+#include "hash/fingerprint.h"
+#include "hash/tree_shape.h"
+#include "interpose/buffer_location.h"
+#include "interpose/real_nccl.h"
+#include "interpose/shim_log.h"
+#include "interpose/shim_state.h"
+#include "records/communicator_id.h"
+#include "records/record_writer.h"
+
+namespace detnccl::interpose {
+namespace {
+
+// EX_CONFIG from sysexits.h: the job stops because of its configuration.
+constexpr int kExitInvalidConfiguration = 78;
+constexpr std::uint32_t kDetncclVersion = 100;  // 0.1.0 as major * 10000 + minor * 100 + patch
+constexpr const char* kDetncclVersionText = "0.1.0";
+
+struct Communicator {
+  std::uint64_t ordinal = 0;
+  std::uint64_t id = 0;
+  std::uint32_t nranks = 0;
+  std::uint32_t rank = 0;
+  std::atomic<std::uint64_t> calls{0};        // per-communicator sequence numbers
+  std::atomic<std::uint64_t> derivations{0};  // splits and shrinks made from it so far
+};
+
+struct PreMulSumScalar {
+  std::uint64_t bits = 0;         // the scalar's bytes, zero-extended (host-immediate scalars)
+  const void* pointer = nullptr;  // device-residence scalars are read at each call (when in host memory)
+  std::uint64_t width = 0;
+};
+
+// Everything the tracer knows about this process. Allocated once and never freed, so that no static destructor
+// can pull it away from a thread still calling NCCL while the process exits.
+struct Process {
+  config::Config config;
+  std::vector<std::string> environment_copy;  // for the log header (NCCL_* variables)
+
+  std::mutex mutex;  // guards everything below up to the atomics
+  std::unordered_map<ncclComm_t, std::shared_ptr<Communicator>> communicators;
+  std::map<std::pair<ncclComm_t, std::int32_t>, PreMulSumScalar> premulsum;
+  std::unique_ptr<records::RecordWriter> writer;
+  bool writer_attempted = false;
+  std::uint32_t global_rank = 0;
+
+  std::atomic<records::RecordWriter*> active_writer{nullptr};
+  std::atomic<std::uint64_t> next_ordinal{0};
+  std::atomic<std::uint64_t> next_call{0};
+  std::atomic<std::uint64_t> next_group{1};
+  std::atomic<bool> warned_device_buffers{false};
+  std::atomic<bool> warned_hash_failure{false};
+};
+
+Process* g_process = nullptr;
+std::once_flag g_configured;
+// The step lives outside Process: a job may mark its first step before its first NCCL call.
+std::atomic<std::uint64_t> g_step{0};
+std::atomic<bool> g_step_marked{false};
+
+// A call waiting for the outermost ncclGroupEnd.
+struct PendingCall {
+  records::CallFields fields;
+  std::shared_ptr<Communicator> communicator;
+  std::vector<std::uint64_t> input_blocks, output_blocks, input_segments, output_segments;
+  const void* output = nullptr;
+  std::uint64_t output_bytes = 0;
+  std::uint64_t output_blocks_count = 0;  // per-peer blocks to fingerprint (0: none)
+  bool hash_output = false;
+};
+
+struct GroupState {
+  int depth = 0;
+  std::uint64_t group_id = 0;
+  std::vector<PendingCall> pending;
+};
+thread_local GroupState t_group;
+
+std::string hex64(std::uint64_t value) { return hash::format_digest(value); }
+
+std::uint64_t now_ns() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+}
+
+std::vector<std::string_view> views_of(const std::vector<std::string>& strings) {
+  return {strings.begin(), strings.end()};
+}
+
+// RATIONALE: shim_active() stays on, so that group brackets stay balanced; with no active writer every traced
+// call returns at its first check.
+void stop_tracing_with_warning(const std::string& why) {
+  log_warning("tracing is off for the rest of this process: " + why + " (the job goes on without it)");
+  if (g_process != nullptr) g_process->active_writer.store(nullptr, std::memory_order_release);
+}
+
+void close_log_at_exit() {
+  Process* process = g_process;
+  if (process == nullptr) return;
+  if (!process->config.steps.is_everything() && !g_step_marked.load()) {
+    log_warning(
+        "DETNCCL_STEPS is set but the job never marked a step (detnccl_set_step, or the Python helper "
+        "detnccl_step.py): every call was counted as step 0, so the step window selected nothing else");
+  }
+  const std::lock_guard<std::mutex> lock(process->mutex);
+  if (process->writer) process->writer->close();
+}
+
+void forget_log_in_child() {
+  // A fork()ed child shares the parent's mapping: it must not write to the parent's log.
+  g_shim_active.store(false, std::memory_order_relaxed);
+  if (g_process != nullptr) {
+    if (records::RecordWriter* writer = g_process->active_writer.load()) writer->detach_after_fork();
+  }
+}
+
+void configure_once() {
+  auto* process = new Process;  // never freed (see Process)
+  const config::ParsedConfig parsed = config::config_from_environment();
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "[detnccl] invalid configuration; the job stops here (exit status %d):\n%s\n",
+                 kExitInvalidConfiguration, parsed.error_text().c_str());
+    std::fflush(nullptr);
+    std::_Exit(kExitInvalidConfiguration);
+  }
+  process->config = parsed.config();
+  for (std::string_view entry : config::process_environment()) process->environment_copy.emplace_back(entry);
+  configure_log(process->config);
+  if (process->config.print_config) {
+    std::fprintf(stderr, "[detnccl] effective configuration (pid %d):\n%s", static_cast<int>(getpid()),
+                 config::format_config(process->config).c_str());
+  }
+  g_process = process;
+  std::atexit(close_log_at_exit);
+  pthread_atfork(nullptr, nullptr, forget_log_in_child);
+  g_shim_active.store(process->config.tracing(), std::memory_order_release);
+}
+
+// The run directory's name: from the environment, else from the first communicator's id (equal on all ranks; a
+// timestamp is not, since ranks start at different moments and the tracer adds no communication of its own).
+std::string run_name(Process& process, std::uint64_t first_comm_id, bool id_is_shared) {
+  const auto environment = views_of(process.environment_copy);
+  if (auto name = config::run_name_from_environment(process.config, environment)) return *name;
+  if (id_is_shared) return "run-" + hex64(first_comm_id);
+  return config::run_name_from_time(static_cast<std::int64_t>(now_ns() / 1000000000ull));
+}
+
+// Creates the log at the first communicator. Caller holds process.mutex.
+void create_writer(Process& process, const Communicator& first, bool id_is_shared) {
+  process.writer_attempted = true;
+  const auto environment = views_of(process.environment_copy);
+  records::LogHeader header;
+  header.start_time_ns = now_ns();
+  header.pid = static_cast<std::uint32_t>(getpid());
+  const auto world = config::world_size_from_environment(environment);
+  if (auto rank = config::global_rank_from_environment(environment)) {
+    header.rank = rank->rank;
+    header.rank_source = records::RankSource::kEnvironment;
+  } else if (!world || *world == first.nranks) {
+    header.rank = first.rank;
+    header.rank_source = records::RankSource::kCommunicator;
+  } else {
+    header.rank = header.pid;
+    header.rank_source = records::RankSource::kProcessId;
+  }
+  header.world_size = world ? *world : first.nranks;
+  int nccl_version = 0;
+  if (DETNCCL_REAL(ncclGetVersion)(&nccl_version) == ncclSuccess) header.nccl_version = nccl_version;
+  header.fingerprint_version = hash::kFingerprintVersion;
+  header.detnccl_version = kDetncclVersion;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  header.host = host;
+  header.detnccl_version_text = kDetncclVersionText;
+  header.run = run_name(process, first.id, id_is_shared);
+  header.config_text = config::format_config(process.config);
+  header.nccl_environment = config::nccl_variables(environment);
+
+  process.global_rank = header.rank;
+  set_log_rank(header.rank);
+  records::WriterOptions options;
+  options.on_stop = [](std::string_view message) {
+    log_warning(std::string("tracing stopped: ") + std::string(message) + " (the log is marked truncated)");
+  };
+  records::CreatedWriter created = records::RecordWriter::create(
+      {process.config.dir, header.run, records::rank_log_file_name(header.rank)}, header, std::move(options));
+  if (!created.writer) {
+    stop_tracing_with_warning(created.error);
+    return;
+  }
+  log_info("tracing to " + created.writer->path());
+  process.writer = std::move(created.writer);
+  process.active_writer.store(process.writer.get(), std::memory_order_release);
+}
+
+std::shared_ptr<Communicator> find_communicator(Process& process, ncclComm_t comm) {
+  const std::lock_guard<std::mutex> lock(process.mutex);
+  const auto found = process.communicators.find(comm);
+  return found == process.communicators.end() ? nullptr : found->second;
+}
+
+// Fingerprints of a buffer about to be recorded: whole, per-peer blocks, segments.
+struct Digests {
+  std::uint64_t whole = 0;
+  std::vector<std::uint64_t> blocks;
+  std::vector<std::uint64_t> segments;
+};
+
+bool fingerprint_into(const void* data, std::uint64_t bytes, std::uint64_t blocks, bool segments,
+                      std::uint64_t segment_bytes, Digests& out) noexcept {
+  try {
+    out.whole = hash::fingerprint(data, bytes);
+    if (blocks > 0) {
+      const std::uint64_t block_bytes = bytes / blocks;
+      out.blocks.resize(blocks);
+      for (std::uint64_t b = 0; b < blocks; ++b) {
+        out.blocks[b] = hash::fingerprint(static_cast<const std::byte*>(data) + b * block_bytes, block_bytes);
+      }
+    }
+    if (segments) out.segments = hash::segment_digests(data, bytes, segment_bytes);
+    return true;
+  } catch (const std::exception& error) {
+    log_warning_once(g_process->warned_hash_failure, std::string("cannot fingerprint a buffer (") + error.what() +
+                                                         "); such calls are recorded without");
+    return false;
+  }
+}
+
+// Whether the CPU may read this buffer now; warns once when it is device memory (GPU hashing is not built yet).
+bool host_readable(const void* data, std::uint64_t bytes) noexcept {
+  if (bytes == 0) return true;
+  if (data == nullptr) return false;
+  const BufferLocation location = locate_buffer(data);
+  if (location == BufferLocation::kHost) return true;
+  log_warning_once(g_process->warned_device_buffers,
+                   "device buffers are recorded without fingerprints in this build (GPU fingerprinting is not "
+                   "wired into the shim yet)");
+  return false;
+}
+
+void write_record(const records::CallFields& fields, const std::vector<std::uint64_t>& input_blocks,
+                  const std::vector<std::uint64_t>& output_blocks, const std::vector<std::uint64_t>& input_segments,
+                  const std::vector<std::uint64_t>& output_segments) noexcept {
+  records::RecordWriter* writer = g_process->active_writer.load(std::memory_order_acquire);
+  if (writer == nullptr) return;
+  records::CallRecord record;
+  static_cast<records::CallFields&>(record) = fields;
+  record.input_blocks = input_blocks;
+  record.output_blocks = output_blocks;
+  record.input_segments = input_segments;
+  record.output_segments = output_segments;
+  writer->append(record);
+}
+
+void complete(PendingCall& call) noexcept {
+  if (call.hash_output && call.fields.result == ncclSuccess) {
+    Digests digests;
+    if (fingerprint_into(call.output, call.output_bytes, call.output_blocks_count,
+                         g_process->config.trace >= config::TraceLevel::kSegments, g_process->config.segment_bytes,
+                         digests)) {
+      call.fields.output_fingerprint = digests.whole;
+      call.fields.flags |= records::kCallOutputFingerprint;
+      call.output_blocks = std::move(digests.blocks);
+      call.output_segments = std::move(digests.segments);
+    }
+  }
+  write_record(call.fields, call.input_blocks, call.output_blocks, call.input_segments, call.output_segments);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+
+void ensure_configured() noexcept { std::call_once(g_configured, configure_once); }
+
+void on_communicator_created(ncclComm_t comm, const CommunicatorOrigin& origin) noexcept {
+  Process* process = g_process;
+  if (process == nullptr) return;
+  try {
+    std::shared_ptr<Communicator> parent;
+    std::uint64_t derivation = 0;
+    if (origin.parent != nullptr) {
+      parent = find_communicator(*process, origin.parent);
+      if (parent) derivation = parent->derivations.fetch_add(1);
+    }
+    if (comm == nullptr) return;
+
+    auto created = std::make_shared<Communicator>();
+    int count = 0, rank = 0, device = -1;
+    if (DETNCCL_REAL(ncclCommCount)(comm, &count) == ncclSuccess) created->nranks = static_cast<std::uint32_t>(count);
+    if (DETNCCL_REAL(ncclCommUserRank)(comm, &rank) == ncclSuccess) created->rank = static_cast<std::uint32_t>(rank);
+    if (DETNCCL_REAL(ncclCommCuDevice)(comm, &device) != ncclSuccess) device = -1;
+
+    bool id_is_shared = true;
+    if (origin.unique_id != nullptr) {
+      created->id = records::communicator_id_from_unique_id(
+          std::as_bytes(std::span(origin.unique_id->internal, sizeof origin.unique_id->internal)));
+    } else if (parent) {
+      created->id = records::communicator_id_from_parent(parent->id, derivation, origin.color);
+    } else if (origin.shared_id != 0) {
+      created->id = origin.shared_id;
+      id_is_shared = false;  // InitAll: one process, no other rank to agree with
+    } else {
+      created->id = records::communicator_id_from_parent(now_ns(), static_cast<std::uint64_t>(getpid()), 0);
+      id_is_shared = false;
+    }
+
+    records::CommunicatorRecord record;
+    record.nranks = created->nranks;
+    record.rank = created->rank;
+    record.device = device;
+    record.id = created->id;
+    record.origin = origin.origin;
+    if (parent) {
+      record.parent_ordinal = parent->ordinal;
+      record.parent_id = parent->id;
+      record.split_color = static_cast<std::int32_t>(origin.color);
+      record.split_key = origin.key;
+    }
+
+    const std::lock_guard<std::mutex> lock(process->mutex);
+    created->ordinal = process->next_ordinal.fetch_add(1);
+    record.ordinal = created->ordinal;
+    process->communicators[comm] = created;
+    if (!process->writer_attempted) create_writer(*process, *created, id_is_shared);
+    if (process->writer) process->writer->append(record);
+  } catch (const std::exception& error) {
+    stop_tracing_with_warning(std::string("cannot record a communicator: ") + error.what());
+  }
+}
+
+void on_communicator_destroyed(ncclComm_t comm) noexcept {
+  Process* process = g_process;
+  if (process == nullptr) return;
+  const std::lock_guard<std::mutex> lock(process->mutex);
+  process->communicators.erase(comm);
+  process->premulsum.erase(process->premulsum.lower_bound({comm, INT32_MIN}),
+                           process->premulsum.upper_bound({comm, INT32_MAX}));
+}
+
+void on_group_start() noexcept {
+  if (t_group.depth++ == 0) t_group.group_id = g_process != nullptr ? g_process->next_group.fetch_add(1) : 0;
+}
+
+void on_group_end(ncclResult_t group_result) noexcept {
+  if (t_group.depth == 0) return;  // unbalanced ncclGroupEnd: NCCL reports it; nothing of ours is pending
+  if (--t_group.depth > 0) return;
+  std::vector<PendingCall> pending;
+  pending.swap(t_group.pending);
+  t_group.group_id = 0;
+  for (PendingCall& call : pending) {
+    if (call.fields.result == ncclSuccess) call.fields.result = group_result;
+    complete(call);
+  }
+}
+
+void on_premulsum_created(ncclRedOp_t op, const void* scalar, ncclDataType_t datatype, ncclScalarResidence_t residence,
+                          ncclComm_t comm) noexcept {
+  Process* process = g_process;
+  if (process == nullptr || scalar == nullptr) return;
+  try {
+    PreMulSumScalar value;
+    value.width = element_bytes(datatype);
+    if (residence == ncclScalarHostImmediate && value.width > 0) {
+      std::memcpy(&value.bits, scalar, value.width);
+    } else {
+      value.pointer = scalar;
+    }
+    const std::lock_guard<std::mutex> lock(process->mutex);
+    process->premulsum[{comm, static_cast<std::int32_t>(op)}] = value;
+  } catch (...) {
+  }
+}
+
+struct TracedCall::State {
+  PendingCall call;
+  bool active = false;
+};
+
+TracedCall::TracedCall(const CallShape& shape) noexcept {
+  Process* process = g_process;
+  if (process == nullptr || process->active_writer.load(std::memory_order_acquire) == nullptr) return;
+  try {
+    std::shared_ptr<Communicator> communicator = find_communicator(*process, shape.comm);
+    if (!communicator) return;  // not a communicator we saw created: NCCL will reject or run it; nothing to record
+    state_ = std::make_unique<State>();
+    PendingCall& call = state_->call;
+    records::CallFields& fields = call.fields;
+    fields.seq = process->next_call.fetch_add(1);
+    fields.comm_ordinal = communicator->ordinal;
+    fields.comm_seq = communicator->calls.fetch_add(1);
+    fields.count = shape.count;
+    fields.step = g_step.load(std::memory_order_relaxed);
+    fields.group_id = t_group.depth > 0 ? t_group.group_id : 0;
+    fields.op = shape.op;
+    fields.datatype = static_cast<std::uint16_t>(shape.datatype);
+    fields.redop = shape.redop;
+    fields.peer = shape.peer;
+    call.communicator = communicator;
+    state_->active = true;
+
+    if (shape.redop >= ncclNumOps) {
+      const std::lock_guard<std::mutex> lock(process->mutex);
+      const auto found = process->premulsum.find({shape.comm, shape.redop});
+      if (found != process->premulsum.end()) {
+        std::uint64_t bits = found->second.bits;
+        if (found->second.pointer != nullptr && host_readable(found->second.pointer, found->second.width)) {
+          std::memcpy(&bits, found->second.pointer, found->second.width);
+        }
+        fields.premulsum_scalar = bits;
+        fields.flags |= records::kCallPreMulSumScalar;
+      }
+    }
+
+    const std::uint64_t nranks = communicator->nranks;
+    const std::uint64_t element = element_bytes(shape.datatype);
+    const auto bytes_of = [&](const BufferShape& side) -> std::uint64_t {
+      const std::uint64_t blocks = side.blocks_of_count == kPerRank ? nranks : side.blocks_of_count;
+      if (element == 0 || (shape.count != 0 && blocks > ~std::uint64_t{0} / element / shape.count)) return 0;
+      return shape.count * element * blocks;
+    };
+    const bool is_root = !shape.root_is_peer || static_cast<std::int64_t>(communicator->rank) == shape.peer;
+    const bool input_here = shape.has_input && (shape.input.presence == Presence::kAll || is_root);
+    const bool output_here = shape.has_output && (shape.output.presence == Presence::kAll || is_root);
+    const std::uint64_t input_bytes = input_here ? bytes_of(shape.input) : 0;
+    const std::uint64_t output_bytes = output_here ? bytes_of(shape.output) : 0;
+
+    // In place, as NCCL defines it per operation.
+    const auto* in = static_cast<const std::byte*>(shape.input.data);
+    const auto* out = static_cast<const std::byte*>(shape.output.data);
+    const std::uint64_t rank_offset = communicator->rank * shape.count * element;
+    bool in_place = shape.has_input && shape.has_output && in != nullptr && in == out;
+    if (shape.op == records::OpId::kAllGather) in_place = in != nullptr && out != nullptr && in == out + rank_offset;
+    if (shape.op == records::OpId::kReduceScatter) {
+      in_place = in != nullptr && out != nullptr && out == in + rank_offset;
+    }
+    if (shape.op == records::OpId::kBcast) in_place = true;
+    if (in_place) fields.flags |= records::kCallInPlace;
+
+    const auto traced_op = config::traced_op_from_name(records::op_name(shape.op));
+    const bool selected = traced_op && process->config.fingerprints(fields.step, process->global_rank, *traced_op,
+                                                                    std::max(input_bytes, output_bytes));
+    const bool segments = process->config.trace >= config::TraceLevel::kSegments;
+    if (selected && input_here && host_readable(shape.input.data, input_bytes)) {
+      Digests digests;
+      const std::uint64_t blocks = shape.input.per_peer_blocks ? nranks : 0;
+      if (fingerprint_into(shape.input.data, input_bytes, blocks, segments, process->config.segment_bytes, digests)) {
+        fields.input_fingerprint = digests.whole;
+        fields.flags |= records::kCallInputFingerprint;
+        call.input_blocks = std::move(digests.blocks);
+        call.input_segments = std::move(digests.segments);
+      }
+    }
+    if (selected && output_here && host_readable(shape.output.data, output_bytes)) {
+      call.hash_output = true;
+      call.output = shape.output.data;
+      call.output_bytes = output_bytes;
+      call.output_blocks_count = shape.output.per_peer_blocks ? nranks : 0;
+    }
+  } catch (const std::exception& error) {
+    state_.reset();
+    stop_tracing_with_warning(std::string("cannot trace a call: ") + error.what());
+  }
+}
+
+TracedCall::~TracedCall() = default;
+
+void TracedCall::finish(ncclResult_t result) noexcept {
+  if (!state_ || !state_->active) return;
+  state_->call.fields.result = result;
+  if (t_group.depth > 0) {
+    try {
+      t_group.pending.push_back(std::move(state_->call));
+    } catch (...) {
+      stop_tracing_with_warning("out of memory while tracing a group");
+    }
+    return;
+  }
+  complete(state_->call);
+}
+
+void set_step(std::uint64_t step) noexcept {
+  g_step.store(step, std::memory_order_relaxed);
+  g_step_marked.store(true, std::memory_order_relaxed);
+}
+
+void flush_log() noexcept {
+  if (g_process == nullptr) return;
+  if (records::RecordWriter* writer = g_process->active_writer.load(std::memory_order_acquire)) writer->flush();
+}
+
+}  // namespace detnccl::interpose

@@ -1,0 +1,82 @@
+// detnccl shim: the tracer — turns the NCCL calls of this process into its ordered log of records.
+//
+// The wrappers call these hooks only while shim_active() (tracing on); with tracing off they never run. Every hook
+// is noexcept and turns its own failures into one warning and less tracing: the job never sees them.
+#ifndef DETNCCL_INTERPOSE_TRACER_H
+#define DETNCCL_INTERPOSE_TRACER_H
+
+#include <cstdint>
+#include <memory>
+
+#include "abi/nccl_abi.h"
+#include "interpose/call_shape.h"
+#include "records/log_format.h"
+
+namespace detnccl::interpose {
+
+// Reads and checks the DETNCCL_* configuration, once per process, at its first communicator call. An invalid
+// setting stops the job here (exit status 78) with a message naming the variable and the accepted values. Turns
+// shim_active() on when tracing is enabled.
+void ensure_configured() noexcept;
+
+// How a communicator came to be, as far as its creating call tells.
+struct CommunicatorOrigin {
+  records::CommOrigin origin = records::CommOrigin::kUnknown;
+  const ncclUniqueId* unique_id = nullptr;  // InitRank*, InitRankScalable (the first id)
+  ncclComm_t parent = nullptr;              // Split, Shrink
+  std::int64_t color = records::kNotSplit;  // split color, or a value every survivor of a shrink shares
+  std::int32_t key = records::kNotSplit;
+  std::uint64_t shared_id = 0;  // InitAll: an id already computed for all the communicators of the call
+};
+
+// After a communicator-creating call returned: records `comm` (nullptr when this rank got none, e.g. a split with
+// NCCL_SPLIT_NOCOLOR: the parent's derivation count still advances). Creates this process's log on first use.
+void on_communicator_created(ncclComm_t comm, const CommunicatorOrigin& origin) noexcept;
+
+// Before ncclCommDestroy / ncclCommAbort: forget `comm` (its handle may be reused afterwards).
+void on_communicator_destroyed(ncclComm_t comm) noexcept;
+
+// Group brackets: records of calls inside the outermost group are completed (outputs fingerprinted) and written at
+// its ncclGroupEnd, when NCCL has run them.
+void on_group_start() noexcept;
+void on_group_end(ncclResult_t group_result) noexcept;
+
+// Remembers the scalar of a PreMulSum operator so that call records can carry it.
+void on_premulsum_created(ncclRedOp_t op, const void* scalar, ncclDataType_t datatype, ncclScalarResidence_t residence,
+                          ncclComm_t comm) noexcept;
+
+// One traced call: the constructor numbers the call and fingerprints its inputs (before NCCL can change them); finish()
+// fingerprints the outputs and writes the record, or leaves both to the outermost ncclGroupEnd.
+class TracedCall {
+ public:
+  explicit TracedCall(const CallShape& shape) noexcept;
+  ~TracedCall();
+  void finish(ncclResult_t result) noexcept;
+
+  TracedCall(const TracedCall&) = delete;
+  TracedCall& operator=(const TracedCall&) = delete;
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+// Runs `real_call` (the real NCCL function with the application's arguments) under tracing.
+template <class RealCall>
+ncclResult_t trace_call(const CallShape& shape, RealCall&& real_call) noexcept {
+  TracedCall call(shape);
+  const ncclResult_t result = real_call();
+  call.finish(result);
+  return result;
+}
+
+// The training step stamped on every following record (detnccl_set_step).
+void set_step(std::uint64_t step) noexcept;
+
+// Asks the kernel to write this process's log to disk now (detnccl_flush).
+void flush_log() noexcept;
+
+}  // namespace detnccl::interpose
+
+#endif  // DETNCCL_INTERPOSE_TRACER_H

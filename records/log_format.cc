@@ -1,0 +1,47 @@
+// detnccl: the log format's functions (see log_format.h).
+#include "records/log_format.h"
+
+#include <xxhash.h>
+
+#include <array>
+#include <cstdio>
+
+namespace detnccl::records {
+
+std::string rank_log_file_name(std::uint32_t rank) {
+  std::array<char, 32> name{};
+  const int length = std::snprintf(name.data(), name.size(), "rank-%05u.dnc", static_cast<unsigned>(rank));
+  return std::string(name.data(), static_cast<std::size_t>(length));
+}
+
+std::uint64_t header_checksum(const void* bytes, std::size_t count) noexcept { return XXH3_64bits(bytes, count); }
+
+std::uint64_t record_checksum(std::uint32_t length, std::uint16_t type, std::uint16_t flags, const void* payload,
+                              std::size_t payload_bytes) noexcept {
+  const std::uint64_t seed = std::uint64_t{length} | std::uint64_t{type} << 32 | std::uint64_t{flags} << 48;
+  return XXH3_64bits_withSeed(payload, payload_bytes, seed);
+}
+
+std::string_view datatype_name(std::uint16_t datatype) noexcept {
+  static constexpr std::array<std::string_view, 12> kNames = {"int8",    "uint8",    "int32",      "uint32",
+                                                              "int64",   "uint64",   "float16",    "float32",
+                                                              "float64", "bfloat16", "float8e4m3", "float8e5m2"};
+  return datatype < kNames.size() ? kNames[datatype] : std::string_view("?");
+}
+
+std::string_view redop_name(std::int32_t redop) noexcept {
+  static constexpr std::array<std::string_view, 5> kNames = {"sum", "prod", "max", "min", "avg"};
+  if (redop < 0) return "none";
+  return static_cast<std::size_t>(redop) < kNames.size() ? kNames[static_cast<std::size_t>(redop)]
+                                                         : std::string_view("user");
+}
+
+std::string_view result_name(std::int32_t result) noexcept {
+  static constexpr std::array<std::string_view, 8> kNames = {
+      "ncclSuccess",         "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
+      "ncclInvalidArgument", "ncclInvalidUsage",       "ncclRemoteError", "ncclInProgress"};
+  return result >= 0 && static_cast<std::size_t>(result) < kNames.size() ? kNames[static_cast<std::size_t>(result)]
+                                                                         : std::string_view("?");
+}
+
+}  // namespace detnccl::records

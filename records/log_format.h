@@ -1,0 +1,331 @@
+// detnccl: THE log format. The one header shared by the writer (record_writer.h) and every reader (log_reader.h,
+// the CLI). docs/log-format.md describes the same bytes in prose; change both together.
+//
+// A log is one file per rank: a header, then self-validating records, each 8-byte aligned.
+//
+//   header   fixed part (FileHeaderFixed, 64 bytes), five length-prefixed strings, zero padding to a multiple of 8,
+//            then a u64 XXH3-64 checksum of every header byte before it. header_bytes covers all of it.
+//   record   u32 length (whole record, multiple of 8, written LAST), u16 type, u16 flags (0), u64 checksum,
+//            payload (zero-padded to the length). checksum = XXH3_64bits_withSeed(payload, length - 16,
+//            seed = length | type << 32 | flags << 48), so a torn, cut or corrupted record is detected.
+//
+// Fields are fixed-width and written in the writer's byte order; the magic's bytes reveal which, and a reader
+// refuses a log of the other order with a clear message rather than byte-swapping (every machine detnccl targets is
+// little-endian). Versioning rule: kFormatVersion changes whenever an existing byte changes meaning; readers refuse
+// newer versions. Without a version change, a record type may be added (readers skip unknown types, still checking
+// their checksum) and a payload may grow at its end (readers ignore trailing bytes they do not know).
+#ifndef DETNCCL_RECORDS_LOG_FORMAT_H
+#define DETNCCL_RECORDS_LOG_FORMAT_H
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "abi/nccl_api_table.h"
+
+namespace detnccl::records {
+
+// ---------------------------------------------------------------------------------------------------------------
+// File header
+
+// The first 8 bytes of every log read "DNCCLOG1" when the writer was little-endian ("1GOLCCND" when big-endian).
+inline constexpr std::uint64_t kMagic = 0x31474F4C43434E44ull;
+
+// The format this code writes and the newest it reads.
+inline constexpr std::uint32_t kFormatVersion = 1;
+
+// Where a header's rank came from.
+enum class RankSource : std::uint32_t {
+  kUnknown = 0,
+  kEnvironment = 1,   // RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID or PMI_RANK
+  kCommunicator = 2,  // the rank in the first communicator that spans the world
+  kProcessId = 3,     // no rank was known: the "rank" is the process id
+};
+
+// The fixed part of the header, exactly as on disk.
+struct FileHeaderFixed {
+  std::uint64_t magic;                // kMagic
+  std::uint32_t format_version;       // kFormatVersion
+  std::uint32_t header_bytes;         // whole header, checksum included; the first record starts here
+  std::uint64_t start_time_ns;        // wall clock (CLOCK_REALTIME) when the log was created, ns since the epoch
+  std::uint32_t rank;                 // global rank (see rank_source)
+  std::uint32_t world_size;           // 0 when unknown
+  std::uint32_t pid;                  // process id
+  std::uint32_t nccl_version;         // ncclGetVersion() code of the NCCL under the shim (22809); 0 when unknown
+  std::uint32_t fingerprint_version;  // version of the fingerprint definition (hash/); fingerprints of logs with
+                                      // different versions are not comparable
+  std::uint32_t detnccl_version;      // major * 10000 + minor * 100 + patch
+  RankSource rank_source;
+  std::uint32_t flags;         // 0; reserved
+  std::uint32_t string_count;  // number of length-prefixed strings after the fixed part (kHeaderStringCount)
+  std::uint32_t reserved;      // 0
+};
+static_assert(sizeof(FileHeaderFixed) == 64);
+static_assert(offsetof(FileHeaderFixed, start_time_ns) == 16 && offsetof(FileHeaderFixed, rank) == 24 &&
+              offsetof(FileHeaderFixed, nccl_version) == 36 && offsetof(FileHeaderFixed, string_count) == 56);
+
+// The header's strings, in this order, each as a u32 byte count followed by the bytes (no terminator).
+enum class HeaderString : std::uint32_t {
+  kHost = 0,             // host name
+  kDetncclVersion = 1,   // detnccl version text ("0.1.0")
+  kRun = 2,              // run name
+  kConfig = 3,           // effective DETNCCL_* configuration, "NAME=value\n" lines (config::format_config)
+  kNcclEnvironment = 4,  // every NCCL_* variable of the environment, "NAME=value\n" lines
+};
+inline constexpr std::uint32_t kHeaderStringCount = 5;
+
+// A header is at most this long (readers refuse longer ones; writers cut each string to kMaxHeaderStringBytes).
+inline constexpr std::uint32_t kMaxHeaderBytes = 16u << 20;
+inline constexpr std::uint32_t kMaxHeaderStringBytes = 1u << 20;
+
+// The header, decoded (reader) or to be written (writer; it sets magic, format version and sizes itself).
+struct LogHeader {
+  std::uint32_t format_version = kFormatVersion;
+  std::uint64_t start_time_ns = 0;
+  std::uint32_t rank = 0;
+  RankSource rank_source = RankSource::kUnknown;
+  std::uint32_t world_size = 0;
+  std::uint32_t pid = 0;
+  std::uint32_t nccl_version = 0;
+  std::uint32_t fingerprint_version = 0;
+  std::uint32_t detnccl_version = 0;
+  std::string host;
+  std::string detnccl_version_text;
+  std::string run;
+  std::string config_text;
+  std::string nccl_environment;
+};
+
+// The header checksum: XXH3-64 of the header's bytes before the checksum itself.
+std::uint64_t header_checksum(const void* bytes, std::size_t count) noexcept;
+
+// The name of a rank's log file: "rank-00042.dnc" (at least 5 digits).
+std::string rank_log_file_name(std::uint32_t rank);
+
+// ---------------------------------------------------------------------------------------------------------------
+// Record framing
+
+// Bytes before every payload: length, type, flags, checksum.
+struct RecordFrame {
+  std::uint32_t length;  // whole record in bytes, frame included; a multiple of 8; written last by the writer
+  std::uint16_t type;    // RecordType
+  std::uint16_t flags;   // 0; reserved
+  std::uint64_t checksum;
+};
+static_assert(sizeof(RecordFrame) == 16);
+
+// Records are 8-byte aligned and at most this long (a reader calls a longer length corruption).
+inline constexpr std::uint32_t kRecordAlignment = 8;
+inline constexpr std::uint32_t kMaxRecordBytes = 64u << 20;
+
+// Record types. Numbers never change; new types get new numbers.
+enum class RecordType : std::uint16_t {
+  kCommunicator = 1,  // a communicator was created: CommunicatorRecord
+  kCall = 2,          // one NCCL call: CallRecord
+  kTruncated = 3,     // tracing stopped early (disk full, write error): TruncationRecord; nothing follows
+  kEnd = 4,           // the writer closed the log cleanly: EndRecord; nothing follows
+};
+
+// The checksum of a record: XXH3-64 of the payload (padding included), seeded with length, type and flags.
+std::uint64_t record_checksum(std::uint32_t length, std::uint16_t type, std::uint16_t flags, const void* payload,
+                              std::size_t payload_bytes) noexcept;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Operations: stable numbers
+
+// The NCCL operation of a call record. The numbers are part of the format: they never change, and a new operation
+// gets a new number (never reuse one). A compile-time check below makes every collective and point-to-point row of
+// abi/nccl_api_table.h have a number.
+enum class OpId : std::uint16_t {
+  kUnknown = 0,
+  kAllReduce = 1,
+  kReduce = 2,
+  kBroadcast = 3,
+  kBcast = 4,
+  kAllGather = 5,
+  kReduceScatter = 6,
+  kAlltoAll = 7,
+  kGather = 8,
+  kScatter = 9,
+  kSend = 10,
+  kRecv = 11,
+};
+
+// The NCCL function name without "nccl" ("AllReduce"), or "Unknown".
+constexpr std::string_view op_name(OpId op) noexcept {
+  switch (op) {
+    case OpId::kAllReduce:
+      return "AllReduce";
+    case OpId::kReduce:
+      return "Reduce";
+    case OpId::kBroadcast:
+      return "Broadcast";
+    case OpId::kBcast:
+      return "Bcast";
+    case OpId::kAllGather:
+      return "AllGather";
+    case OpId::kReduceScatter:
+      return "ReduceScatter";
+    case OpId::kAlltoAll:
+      return "AlltoAll";
+    case OpId::kGather:
+      return "Gather";
+    case OpId::kScatter:
+      return "Scatter";
+    case OpId::kSend:
+      return "Send";
+    case OpId::kRecv:
+      return "Recv";
+    case OpId::kUnknown:
+      break;
+  }
+  return "Unknown";
+}
+
+// The OpId of an NCCL function name ("ncclAllReduce"), or kUnknown. constexpr so that code generated from the API
+// table can compute it at compile time: constexpr OpId id = op_id_from_nccl_name(#name).
+constexpr OpId op_id_from_nccl_name(std::string_view nccl_name) noexcept {
+  if (nccl_name.substr(0, 4) != "nccl") return OpId::kUnknown;
+  for (std::uint16_t id = 1; id <= 11; ++id) {
+    if (op_name(static_cast<OpId>(id)) == nccl_name.substr(4)) return static_cast<OpId>(id);
+  }
+  return OpId::kUnknown;
+}
+
+#define DETNCCL_RECORDS_CHECK_OP_ID(ret, name, params, args, kind, need)                   \
+  static_assert((std::string_view(#kind) != "coll" && std::string_view(#kind) != "p2p") || \
+                    op_id_from_nccl_name(#name) != OpId::kUnknown,                         \
+                "records::OpId has no stable number for " #name ": add one (a new number, never a reused one)");
+DETNCCL_NCCL_API(DETNCCL_RECORDS_CHECK_OP_ID)
+#undef DETNCCL_RECORDS_CHECK_OP_ID
+
+// Names for the numeric NCCL fields of a call record (ncclDataType_t, ncclRedOp_t, ncclResult_t values, which are
+// NCCL's stable ABI numbers): "float32", "sum", "ncclSuccess"; "user" for redops >= 5, "?" for unknown values.
+std::string_view datatype_name(std::uint16_t datatype) noexcept;
+std::string_view redop_name(std::int32_t redop) noexcept;
+std::string_view result_name(std::int32_t result) noexcept;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Record payloads
+
+// How a communicator came to be.
+enum class CommOrigin : std::uint16_t {
+  kUnknown = 0,
+  kInitRank = 1,          // ncclCommInitRank / ncclCommInitRankConfig
+  kInitAll = 2,           // ncclCommInitAll (one process, several devices)
+  kInitRankScalable = 3,  // ncclCommInitRankScalable
+  kSplit = 4,             // ncclCommSplit
+  kShrink = 5,            // ncclCommShrink
+};
+
+inline constexpr std::uint64_t kNoParent = ~std::uint64_t{0};  // parent_ordinal of a communicator without parent
+inline constexpr std::int32_t kNotSplit = INT32_MIN;           // split_color/split_key of one not made by a split
+
+// RecordType::kCommunicator payload, exactly as on disk.
+struct CommunicatorRecord {
+  std::uint64_t ordinal = 0;                 // per-process creation order (0, 1, ...): the key between two runs
+  std::uint64_t id = 0;                      // run-local id, equal on all members (communicator_id.h): the key
+                                             // between the ranks of one run
+  std::uint64_t parent_ordinal = kNoParent;  // ordinal of the parent (split, shrink), else kNoParent
+  std::uint64_t parent_id = 0;               // id of the parent, else 0
+  std::uint32_t nranks = 0;
+  std::uint32_t rank = 0;    // this process's rank in the communicator
+  std::int32_t device = -1;  // CUDA device, -1 when unknown
+  std::int32_t split_color = kNotSplit;
+  std::int32_t split_key = kNotSplit;
+  CommOrigin origin = CommOrigin::kUnknown;
+  std::uint16_t reserved = 0;
+  friend bool operator==(const CommunicatorRecord&, const CommunicatorRecord&) = default;
+};
+static_assert(sizeof(CommunicatorRecord) == 56);
+static_assert(offsetof(CommunicatorRecord, nranks) == 32 && offsetof(CommunicatorRecord, origin) == 52);
+
+// CallRecord::flags bits.
+enum CallFlags : std::uint16_t {
+  kCallInPlace = 1u << 0,            // send and receive buffers overlap as NCCL's in-place convention says
+  kCallInputFingerprint = 1u << 1,   // input_fingerprint (and input blocks/segments) were computed
+  kCallOutputFingerprint = 1u << 2,  // output_fingerprint (and output blocks/segments) were computed
+  kCallDeterministic = 1u << 3,      // detnccl's deterministic algorithm ran instead of NCCL's (see algorithm)
+  kCallPreMulSumScalar = 1u << 4,    // redop is a PreMulSum and premulsum_scalar holds its scalar
+  kCallSegmentsDropped = 1u << 5,    // segment digests were dropped: the record would exceed kMaxRecordBytes
+};
+
+// RecordType::kCall fixed payload, exactly as on disk; the four u64 arrays of CallRecord follow it, in field
+// order, with the counts below.
+struct CallFields {
+  std::uint64_t seq = 0;           // per-log sequence number of the call (0, 1, ...)
+  std::uint64_t comm_ordinal = 0;  // CommunicatorRecord::ordinal of its communicator
+  std::uint64_t comm_seq = 0;      // sequence number within that communicator
+  std::uint64_t count = 0;         // NCCL's count argument (elements)
+  std::uint64_t step = 0;          // training step the call belongs to
+  std::uint64_t group_id = 0;      // calls between one outermost ncclGroupStart/End share it; 0 outside groups
+  std::uint64_t input_fingerprint = 0;
+  std::uint64_t output_fingerprint = 0;
+  std::uint64_t premulsum_scalar = 0;  // raw bits of the PreMulSum scalar (datatype's width, zero-extended)
+  OpId op = OpId::kUnknown;
+  std::uint16_t datatype = 0;   // ncclDataType_t
+  std::int32_t redop = -1;      // ncclRedOp_t; -1 for operations without one
+  std::int32_t peer = -1;       // root (rooted collectives) or peer (Send/Recv); -1 otherwise
+  std::int32_t result = 0;      // ncclResult_t the call returned
+  std::uint16_t flags = 0;      // CallFlags
+  std::uint16_t algorithm = 0;  // deterministic algorithm that ran (kCallDeterministic); 0: NCCL's own
+  std::uint32_t input_block_count = 0;
+  std::uint32_t output_block_count = 0;
+  std::uint32_t input_segment_count = 0;
+  std::uint32_t output_segment_count = 0;
+  std::uint32_t reserved = 0;
+  friend bool operator==(const CallFields&, const CallFields&) = default;
+};
+static_assert(sizeof(CallFields) == 112);
+static_assert(offsetof(CallFields, op) == 72 && offsetof(CallFields, redop) == 76 &&
+              offsetof(CallFields, flags) == 88 && offsetof(CallFields, input_block_count) == 92 &&
+              offsetof(CallFields, reserved) == 108);
+
+// A call record: the fixed fields plus the fingerprint arrays. Per-peer block fingerprints (AlltoAll, Gather,
+// Scatter: block i goes to or comes from peer i) let data be matched across ranks; segment digests cover
+// consecutive DETNCCL_SEGMENT_BYTES pieces of a buffer. The writer takes the counts from the spans (the *_count
+// fields are ignored on write); from a reader the spans point into the reader's memory and live as long as it.
+struct CallRecord : CallFields {
+  std::span<const std::uint64_t> input_blocks;
+  std::span<const std::uint64_t> output_blocks;
+  std::span<const std::uint64_t> input_segments;
+  std::span<const std::uint64_t> output_segments;
+};
+
+// Why tracing stopped early.
+enum class TruncationReason : std::uint32_t {
+  kUnknown = 0,
+  kDiskFull = 1,      // ENOSPC or EDQUOT
+  kFileTooLarge = 2,  // EFBIG (RLIMIT_FSIZE or the file system's limit)
+  kWriteError = 3,    // any other failure to grow or map the file
+};
+
+// RecordType::kTruncated fixed payload, exactly as on disk; text_bytes of message text follow it.
+struct TruncationFields {
+  TruncationReason reason;
+  std::int32_t error_number;  // errno of the failure
+  std::uint32_t text_bytes;
+  std::uint32_t reserved;
+};
+static_assert(sizeof(TruncationFields) == 16);
+
+// A truncation marker, decoded. text points into the reader's memory.
+struct TruncationRecord {
+  TruncationReason reason = TruncationReason::kUnknown;
+  std::int32_t error_number = 0;
+  std::string_view text;
+};
+
+// RecordType::kEnd payload, exactly as on disk.
+struct EndRecord {
+  std::uint64_t records_written = 0;  // records before this one
+  std::uint64_t end_time_ns = 0;      // wall clock at close, ns since the epoch
+  friend bool operator==(const EndRecord&, const EndRecord&) = default;
+};
+static_assert(sizeof(EndRecord) == 16);
+
+}  // namespace detnccl::records
+
+#endif  // DETNCCL_RECORDS_LOG_FORMAT_H

@@ -1,0 +1,306 @@
+// detnccl: the streaming, hostile-input-proof log reader (see log_reader.h; the bytes are in log_format.h).
+#include "records/log_reader.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstring>
+#include <new>
+
+namespace detnccl::records {
+namespace {
+
+template <typename T>
+T load(const std::byte* at) noexcept {
+  T value;
+  std::memcpy(&value, at, sizeof(T));
+  return value;
+}
+
+std::string at_offset(std::uint64_t offset) { return "at offset " + std::to_string(offset); }
+
+}  // namespace
+
+OpenedLog LogReader::open_file(const std::string& path) noexcept {
+  OpenedLog result;
+  try {
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      result.error = "cannot open " + path + ": " + std::strerror(errno);
+      return result;
+    }
+    struct stat file_stat {};
+    if (fstat(fd, &file_stat) != 0 || !S_ISREG(file_stat.st_mode)) {
+      ::close(fd);
+      result.error = path + " is not a regular file";
+      return result;
+    }
+    std::unique_ptr<LogReader> reader(new LogReader());
+    reader->size_ = static_cast<std::uint64_t>(file_stat.st_size);
+    if (reader->size_ > 0) {
+      void* map = mmap(nullptr, reader->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (map == MAP_FAILED) {
+        ::close(fd);
+        result.error = "cannot map " + path + ": " + std::strerror(errno);
+        return result;
+      }
+      reader->mapping_ = map;
+      reader->data_ = static_cast<const std::byte*>(map);
+    }
+    ::close(fd);
+    if (std::string problem = reader->read_header(); !problem.empty()) {
+      result.error = path + ": " + problem;
+      return result;
+    }
+    result.reader = std::move(reader);
+  } catch (const std::bad_alloc&) {
+    result.reader.reset();
+    result.error = "out of memory while opening " + path;
+  }
+  return result;
+}
+
+OpenedLog LogReader::from_bytes(std::span<const std::byte> bytes) noexcept {
+  OpenedLog result;
+  try {
+    std::unique_ptr<LogReader> reader(new LogReader());
+    reader->copy_.resize((bytes.size() + 7) / 8);
+    if (!bytes.empty()) std::memcpy(reader->copy_.data(), bytes.data(), bytes.size());
+    reader->data_ = reinterpret_cast<const std::byte*>(reader->copy_.data());
+    reader->size_ = bytes.size();
+    if (std::string problem = reader->read_header(); !problem.empty()) {
+      result.error = problem;
+      return result;
+    }
+    result.reader = std::move(reader);
+  } catch (const std::bad_alloc&) {
+    result.reader.reset();
+    result.error = "out of memory while reading a log";
+  }
+  return result;
+}
+
+LogReader::~LogReader() {
+  if (mapping_ != nullptr) munmap(mapping_, size_);
+}
+
+std::string LogReader::read_header() {
+  if (size_ < sizeof(std::uint64_t)) return "not a detnccl log (" + std::to_string(size_) + " bytes)";
+  const auto magic = load<std::uint64_t>(data_);
+  if (magic == __builtin_bswap64(kMagic)) {
+    return "this detnccl log was written on a machine of the other byte order (" +
+           std::string(std::endian::native == std::endian::little ? "big" : "little") +
+           "-endian); read it on a machine of that byte order";
+  }
+  if (magic != kMagic) return "not a detnccl log (the file does not start with DNCCLOG1)";
+  if (size_ < sizeof(FileHeaderFixed) + 8) return "the header is cut short (" + std::to_string(size_) + " bytes)";
+  const auto fixed = load<FileHeaderFixed>(data_);
+  if (fixed.format_version > kFormatVersion) {
+    return "written by a newer detnccl (log format version " + std::to_string(fixed.format_version) +
+           "; this reader knows versions 1 to " + std::to_string(kFormatVersion) + "): use a newer detnccl to read it";
+  }
+  if (fixed.format_version == 0) return "invalid log format version 0";
+  if (fixed.header_bytes > kMaxHeaderBytes || fixed.header_bytes < sizeof(FileHeaderFixed) + 8 ||
+      fixed.header_bytes % kRecordAlignment != 0) {
+    return "invalid header length " + std::to_string(fixed.header_bytes);
+  }
+  if (fixed.header_bytes > size_) {
+    return "the header is cut short (" + std::to_string(size_) + " of " + std::to_string(fixed.header_bytes) +
+           " bytes)";
+  }
+  if (load<std::uint64_t>(data_ + fixed.header_bytes - 8) != header_checksum(data_, fixed.header_bytes - 8)) {
+    return "the header is damaged (checksum mismatch)";
+  }
+  if (fixed.string_count < kHeaderStringCount) {
+    return "the header has " + std::to_string(fixed.string_count) + " strings, " + std::to_string(kHeaderStringCount) +
+           " expected";
+  }
+  header_.format_version = fixed.format_version;
+  header_.start_time_ns = fixed.start_time_ns;
+  header_.rank = fixed.rank;
+  header_.rank_source = fixed.rank_source;
+  header_.world_size = fixed.world_size;
+  header_.pid = fixed.pid;
+  header_.nccl_version = fixed.nccl_version;
+  header_.fingerprint_version = fixed.fingerprint_version;
+  header_.detnccl_version = fixed.detnccl_version;
+  std::array<std::string*, kHeaderStringCount> strings = {&header_.host, &header_.detnccl_version_text, &header_.run,
+                                                          &header_.config_text, &header_.nccl_environment};
+  const std::uint64_t strings_end = fixed.header_bytes - 8;
+  std::uint64_t offset = sizeof(FileHeaderFixed);
+  for (std::string* text : strings) {
+    if (strings_end - offset < 4) return "the header's strings overrun it";
+    const auto length = load<std::uint32_t>(data_ + offset);
+    offset += 4;
+    if (length > strings_end - offset) return "the header's strings overrun it";
+    text->assign(reinterpret_cast<const char*>(data_ + offset), length);
+    offset += length;
+  }
+  position_ = fixed.header_bytes;
+  return {};
+}
+
+bool LogReader::finish(LogEndKind kind, std::uint64_t offset, std::string message) noexcept {
+  end_.kind = kind;
+  end_.offset = offset;
+  try {
+    end_.message = std::move(message);
+  } catch (...) {
+    // The kind and the offset still say it.
+  }
+  position_ = size_;
+  return false;
+}
+
+std::uint64_t LogReader::end_of_data(std::uint64_t offset) const noexcept {
+  std::uint64_t end = size_;
+  while (end > offset && data_[end - 1] == std::byte{0}) --end;
+  return end;
+}
+
+bool LogReader::zeros_from(std::uint64_t offset) const noexcept {
+  return std::all_of(data_ + offset, data_ + size_, [](std::byte b) { return b == std::byte{0}; });
+}
+
+bool LogReader::next(LogRecord& record) noexcept {
+  try {
+    while (end_.kind == LogEndKind::kNotReached) {
+      const std::uint64_t at = position_;
+      const std::uint64_t left = size_ - at;
+      const auto records = [this] { return std::to_string(records_read_ + unknown_skipped_); };
+      if (left == 0 || (left < sizeof(RecordFrame) && zeros_from(at))) {
+        return finish(LogEndKind::kTornTail, at,
+                      "the log ends " + at_offset(at) +
+                          " without an end marker (the writer was killed or crashed, "
+                          "or the file was cut); the " +
+                          records() + " records before it are complete");
+      }
+      if (left < sizeof(RecordFrame)) {
+        return finish(LogEndKind::kTornTail, at,
+                      "the record " + at_offset(at) + " is cut short (" + std::to_string(left) + " bytes left); the " +
+                          records() + " records before it are complete");
+      }
+      const auto frame = load<RecordFrame>(data_ + at);
+      if (frame.length == 0) {
+        // RATIONALE: the writer fills a record, then publishes its length; a writer killed in between leaves a
+        // zero length followed by at most one record's worth of bytes, then the zeros of unused space.
+        const std::uint64_t data_end = end_of_data(at);
+        if (data_end == at) {
+          return finish(LogEndKind::kTornTail, at,
+                        "the log ends " + at_offset(at) +
+                            " without an end marker (the writer was killed or crashed); "
+                            "the " +
+                            records() + " records before it are complete");
+        }
+        if (data_end - at <= kMaxRecordBytes) {
+          return finish(LogEndKind::kTornTail, at,
+                        "the log ends " + at_offset(at) +
+                            " with an unfinished record and no end marker (the writer "
+                            "was killed or crashed while writing it); the " +
+                            records() + " records before it are complete");
+        }
+        return finish(LogEndKind::kCorrupt, at, "corrupt record " + at_offset(at) + ": zero length, data after it");
+      }
+      if (frame.length < sizeof(RecordFrame) || frame.length % kRecordAlignment != 0 ||
+          frame.length > kMaxRecordBytes) {
+        return finish(LogEndKind::kCorrupt, at,
+                      "corrupt record " + at_offset(at) + ": invalid length " + std::to_string(frame.length));
+      }
+      if (frame.length > left) {
+        return finish(LogEndKind::kTornTail, at,
+                      "the record " + at_offset(at) + " is cut short (length " + std::to_string(frame.length) + ", " +
+                          std::to_string(left) + " bytes left); the " + records() + " records before it are complete");
+      }
+      const std::byte* payload = data_ + at + sizeof(RecordFrame);
+      const std::uint64_t payload_bytes = frame.length - sizeof(RecordFrame);
+      if (record_checksum(frame.length, frame.type, frame.flags, payload, payload_bytes) != frame.checksum) {
+        if (zeros_from(at + frame.length)) {
+          return finish(LogEndKind::kTornTail, at,
+                        "the last record, " + at_offset(at) +
+                            ", fails its checksum with nothing after it (a torn "
+                            "write); the " +
+                            records() + " records before it are complete");
+        }
+        return finish(LogEndKind::kCorrupt, at, "corrupt record " + at_offset(at) + ": checksum mismatch");
+      }
+      position_ = at + frame.length;
+
+      switch (static_cast<RecordType>(frame.type)) {
+        case RecordType::kCommunicator: {
+          if (payload_bytes < sizeof(CommunicatorRecord)) {
+            return finish(LogEndKind::kCorrupt, at, "corrupt communicator record " + at_offset(at) + ": too short");
+          }
+          record.offset = at;
+          record.record = load<CommunicatorRecord>(payload);
+          ++records_read_;
+          return true;
+        }
+        case RecordType::kCall: {
+          if (payload_bytes < sizeof(CallFields)) {
+            return finish(LogEndKind::kCorrupt, at, "corrupt call record " + at_offset(at) + ": too short");
+          }
+          CallRecord call;
+          static_cast<CallFields&>(call) = load<CallFields>(payload);
+          const std::uint64_t words = std::uint64_t{call.input_block_count} + call.output_block_count +
+                                      call.input_segment_count + call.output_segment_count;
+          if (words > (payload_bytes - sizeof(CallFields)) / 8) {
+            return finish(LogEndKind::kCorrupt, at,
+                          "corrupt call record " + at_offset(at) + ": its array counts exceed its length");
+          }
+          // Records are 8-byte aligned in 8-byte aligned storage, so the arrays are aligned u64s.
+          const auto* array = reinterpret_cast<const std::uint64_t*>(payload + sizeof(CallFields));
+          call.input_blocks = {array, call.input_block_count};
+          array += call.input_block_count;
+          call.output_blocks = {array, call.output_block_count};
+          array += call.output_block_count;
+          call.input_segments = {array, call.input_segment_count};
+          array += call.input_segment_count;
+          call.output_segments = {array, call.output_segment_count};
+          record.offset = at;
+          record.record = call;
+          ++records_read_;
+          return true;
+        }
+        case RecordType::kTruncated: {
+          const auto fields =
+              payload_bytes >= sizeof(TruncationFields) ? load<TruncationFields>(payload) : TruncationFields{};
+          if (payload_bytes < sizeof(TruncationFields) || fields.text_bytes > payload_bytes - sizeof(fields)) {
+            return finish(LogEndKind::kCorrupt, at, "corrupt truncation marker " + at_offset(at));
+          }
+          end_.truncation = {
+              fields.reason, fields.error_number,
+              std::string_view(reinterpret_cast<const char*>(payload + sizeof(fields)), fields.text_bytes)};
+          return finish(LogEndKind::kTruncated, at,
+                        "the log was truncated " + at_offset(at) + " after " + records() +
+                            " records: " + std::string(end_.truncation.text));
+        }
+        case RecordType::kEnd: {
+          if (payload_bytes < sizeof(EndRecord)) {
+            return finish(LogEndKind::kCorrupt, at, "corrupt end marker " + at_offset(at));
+          }
+          end_.end_marker = load<EndRecord>(payload);
+          if (end_.end_marker.records_written != records_read_ + unknown_skipped_) {
+            return finish(LogEndKind::kCorrupt, at,
+                          "the end marker " + at_offset(at) + " counts " +
+                              std::to_string(end_.end_marker.records_written) + " records, but " + records() +
+                              " were read");
+          }
+          return finish(LogEndKind::kClosed, at, "the log was closed cleanly after " + records() + " records");
+        }
+        default:
+          ++unknown_skipped_;
+          break;
+      }
+    }
+  } catch (const std::bad_alloc&) {
+    return finish(LogEndKind::kCorrupt, position_, {});
+  }
+  return false;
+}
+
+}  // namespace detnccl::records

@@ -1,0 +1,112 @@
+// detnccl: LogReader, the streaming reader of one rank's log (format: log_format.h).
+//
+// It validates the header (magic, byte order, version, checksum), then hands out records one by one until the
+// first one it cannot accept, and says why it stopped: the writer closed the log, the log says it was truncated
+// (disk full...), the log ends without an end marker (a torn tail: the writer was killed or crashed, or the file was
+// cut), or a record is corrupt. Every record handed out passed its checksum.
+//
+// Hostile input is expected (the reader is fuzzed): every length is checked against the bytes present and capped,
+// each step advances by at least one record frame, and nothing throws. A reader parses from a file or from a byte
+// span; it keeps its own 8-byte aligned view of the bytes, and decoded spans and strings point into it.
+#ifndef DETNCCL_RECORDS_LOG_READER_H
+#define DETNCCL_RECORDS_LOG_READER_H
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "records/log_format.h"
+
+namespace detnccl::records {
+
+// Why a reader stopped handing out records.
+enum class LogEndKind : std::uint8_t {
+  kNotReached,  // next() has not returned false yet
+  kClosed,      // an end marker: the writer closed the log cleanly
+  kTruncated,   // a truncation marker: tracing stopped early (see LogEnd::truncation)
+  kTornTail,    // the log ends without a marker: every record before LogEnd::offset is complete, the rest is lost
+  kCorrupt,     // the record at LogEnd::offset is damaged (bad length or checksum with data after it, bad counts)
+};
+
+// The reader's verdict, once next() has returned false.
+struct LogEnd {
+  LogEndKind kind = LogEndKind::kNotReached;
+  std::uint64_t offset = 0;     // byte offset of the marker, the torn record or the corrupt record
+  std::string message;          // one sentence for the user, with the offset
+  TruncationRecord truncation;  // for kTruncated: the marker's reason and text
+  EndRecord end_marker;         // for kClosed: the end marker
+};
+
+// One record as next() hands it out.
+struct LogRecord {
+  std::uint64_t offset = 0;  // byte offset of the record in the file
+  std::variant<CommunicatorRecord, CallRecord> record;
+};
+
+class LogReader;
+
+// What open_file() and from_bytes() return: a reader, or why the log cannot be read (bad magic, other byte order,
+// newer version, damaged header...).
+struct OpenedLog {
+  std::unique_ptr<LogReader> reader;
+  std::string error;
+};
+
+class LogReader {
+ public:
+  // Opens a log file (memory-mapped read-only) and validates its header. Never throws.
+  static OpenedLog open_file(const std::string& path) noexcept;
+
+  // Parses a log held in memory (copied into aligned storage first), e.g. a fuzzer's input. Never throws.
+  static OpenedLog from_bytes(std::span<const std::byte> bytes) noexcept;
+
+  ~LogReader();
+  LogReader(const LogReader&) = delete;
+  LogReader& operator=(const LogReader&) = delete;
+
+  // The decoded header.
+  const LogHeader& header() const noexcept { return header_; }
+
+  // Decodes the next communicator or call record into record and returns true; returns false at the end of what
+  // can be read (markers end the log and are reported by end(), not returned). Unknown record types with a valid
+  // checksum are skipped and counted.
+  bool next(LogRecord& record) noexcept;
+
+  // Why next() returned false (kNotReached before that).
+  const LogEnd& end() const noexcept { return end_; }
+
+  // Records handed out by next() so far.
+  std::uint64_t records_read() const noexcept { return records_read_; }
+
+  // Records of unknown types skipped (written by a newer detnccl of the same format version).
+  std::uint64_t unknown_records_skipped() const noexcept { return unknown_skipped_; }
+
+ private:
+  LogReader() = default;
+  // Validates the header; returns the problem, empty when fine.
+  std::string read_header();
+  // Sets end_ and returns false.
+  bool finish(LogEndKind kind, std::uint64_t offset, std::string message) noexcept;
+  // Whether every byte from offset to the end is zero.
+  bool zeros_from(std::uint64_t offset) const noexcept;
+  // The offset just past the last non-zero byte at or after offset (offset itself when all are zero).
+  std::uint64_t end_of_data(std::uint64_t offset) const noexcept;
+
+  const std::byte* data_ = nullptr;
+  std::uint64_t size_ = 0;
+  void* mapping_ = nullptr;          // when reading a file
+  std::vector<std::uint64_t> copy_;  // when reading bytes: aligned storage
+  LogHeader header_;
+  std::uint64_t position_ = 0;
+  std::uint64_t records_read_ = 0;
+  std::uint64_t unknown_skipped_ = 0;
+  LogEnd end_;
+};
+
+}  // namespace detnccl::records
+
+#endif  // DETNCCL_RECORDS_LOG_READER_H

@@ -1,0 +1,147 @@
+// detnccl: RecordWriter, the crash-safe append-only writer of one rank's log (format: log_format.h).
+//
+// The log is a memory-mapped file grown in chunks whose space is reserved with posix_fallocate before any page is
+// touched (so a full disk is an error code, never a SIGBUS). Each record is written, then its length is published
+// last, so a crash or kill -9 leaves every complete record readable and nothing half-written that looks valid.
+// Appends take a mutex and make no allocation and no system call except when the file grows.
+//
+// Failures never reach the caller as exceptions or signals: when the file cannot grow (disk full, quota, file size
+// limit, I/O error) the writer puts a truncation marker in space it kept for it, stops appending, and reports once
+// through WriterOptions::on_stop; later appends return AppendStatus::kStopped. The job goes on.
+//
+// Files are created safely (see create()): no symlink is followed for the run directory or the file, nothing is
+// ever overwritten, files are 0600 and created directories 0700. A second run with the same run name therefore
+// fails to create its logs, with a message that says so; it never reuses or damages the first run's logs.
+//
+// One process that drives several ranks (ncclCommInitAll, one thread per GPU) writes one log: appends are
+// thread-safe, and each call record names its communicator, whose record gives the rank in it. A fork()ed child
+// must call detach_after_fork() (from an atfork handler) and not append: the mapping is shared with the parent.
+#ifndef DETNCCL_RECORDS_RECORD_WRITER_H
+#define DETNCCL_RECORDS_RECORD_WRITER_H
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "records/log_format.h"
+
+namespace detnccl::records {
+
+// Where a log goes: dir/run/file_name.
+struct LogLocation {
+  std::string dir;        // DETNCCL_DIR; created (0700, like mkdir -p) when missing
+  std::string run;        // the run directory's name (one path component)
+  std::string file_name;  // rank_log_file_name(rank)
+};
+
+// Tuning and reporting.
+struct WriterOptions {
+  // The file starts this large and grows by its own size, doubling up to max_growth_bytes per step.
+  std::uint64_t initial_bytes = 1u << 20;
+  std::uint64_t max_growth_bytes = 64u << 20;
+  // Called once, outside the writer's lock, with a one-line message when tracing stops early (disk full...). The shim
+  // logs it as a warning. May be empty.
+  std::function<void(std::string_view message)> on_stop;
+};
+
+// What an append did.
+enum class AppendStatus : std::uint8_t {
+  kOk,               // the record is in the log
+  kSegmentsDropped,  // the call record is in the log without its segment digests (it would have exceeded
+                     // kMaxRecordBytes); its flags say so
+  kStopped,          // tracing has stopped (earlier failure, close(), or detach_after_fork()); nothing was written
+};
+
+class RecordWriter;
+
+// What create() returns: a writer, or the reason there is none (one sentence naming the path).
+struct CreatedWriter {
+  std::unique_ptr<RecordWriter> writer;
+  std::string error;
+};
+
+class RecordWriter {
+ public:
+  // Creates dir (mode 0700, missing components only), then dir/run (0700; an existing one must be a real directory
+  // owned by this user, not a symlink), then the log file with O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600, and writes the
+  // header. Fails, without touching anything that exists, when the file exists already (same run name twice), a
+  // symlink stands in place of the run directory or the file, or anything cannot be created. Never throws.
+  static CreatedWriter create(const LogLocation& location, const LogHeader& header,
+                              WriterOptions options = {}) noexcept;
+
+  // Closes the log (close()).
+  ~RecordWriter();
+
+  RecordWriter(const RecordWriter&) = delete;
+  RecordWriter& operator=(const RecordWriter&) = delete;
+
+  // Appends a communicator record. Thread-safe.
+  AppendStatus append(const CommunicatorRecord& record) noexcept;
+
+  // Appends a call record; the array counts come from its spans. Thread-safe.
+  AppendStatus append(const CallRecord& record) noexcept;
+
+  // Asks the kernel to start writing the appended records to disk (msync MS_ASYNC); returns at once. Records are
+  // safe from a process crash without it; this narrows what a machine crash can lose.
+  void flush() noexcept;
+
+  // Ends the log: appends the end marker (unless tracing stopped early), cuts the file to the bytes used, and closes
+  // it. Later appends return kStopped. Idempotent; the destructor calls it.
+  void close() noexcept;
+
+  // For a fork()ed child: forgets the log without writing to it or taking the lock (the parent still owns it).
+  void detach_after_fork() noexcept;
+
+  // Whether appends are refused now (stopped early, closed or detached).
+  bool stopped() const noexcept { return stopped_.load(std::memory_order_acquire); }
+
+  // Why tracing stopped early; empty when it did not.
+  std::string stop_reason() const;
+
+  // The log's path.
+  const std::string& path() const noexcept { return path_; }
+
+  // Records appended so far (markers excluded).
+  std::uint64_t records_written() const noexcept;
+
+  // Bytes of the file in use (header and records).
+  std::uint64_t bytes_used() const noexcept;
+
+ private:
+  RecordWriter(int fd, std::string path, WriterOptions options);
+
+  // Writes one framed record at used_ and publishes it. Caller holds mutex_ and has ensured the space.
+  void put_record(RecordType type, const void* fixed, std::size_t fixed_bytes,
+                  std::span<const std::span<const std::uint64_t>> arrays, std::uint32_t length) noexcept;
+  // Makes room for a record of length bytes plus the marker reserve; false when tracing stopped.
+  bool reserve(std::uint64_t length) noexcept;
+  // Grows the file and the mapping to at least needed bytes; returns 0 or an errno.
+  int grow(std::uint64_t needed) noexcept;
+  // Writes the truncation marker, records the reason and marks the writer stopped. Caller holds mutex_.
+  void stop_with_error(int error_number, std::string_view what) noexcept;
+  // Calls on_stop once, outside the lock.
+  void report_stop() noexcept;
+  bool write_header(const LogHeader& header) noexcept;
+
+  mutable std::mutex mutex_;
+  std::atomic<bool> stopped_{false};
+  std::atomic<bool> detached_{false};
+  bool closed_ = false;
+  bool stop_reported_ = false;
+  int fd_ = -1;
+  std::byte* map_ = nullptr;
+  std::uint64_t capacity_ = 0;  // bytes reserved in the file and mapped
+  std::uint64_t used_ = 0;      // bytes of header and published records
+  std::uint64_t records_ = 0;
+  std::string path_;
+  std::string stop_reason_;
+  WriterOptions options_;
+};
+
+}  // namespace detnccl::records
+
+#endif  // DETNCCL_RECORDS_RECORD_WRITER_H

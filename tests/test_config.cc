@@ -1,0 +1,453 @@
+// Tests of config/: parsing every DETNCCL_* variable, its errors, printing, and the rest of the environment.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "config/config.h"
+
+namespace detnccl::config {
+namespace {
+
+// Parses a list of "NAME=value" entries.
+ParsedConfig parse(std::initializer_list<std::string_view> entries) {
+  const std::vector<std::string_view> list(entries);
+  return parse_config(list);
+}
+
+// The one error of a parse that must fail on one variable.
+ConfigError single_error(const ParsedConfig& parsed) {
+  EXPECT_EQ(parsed.errors().size(), 1u) << parsed.error_text();
+  return parsed.errors().empty() ? ConfigError{} : parsed.errors().front();
+}
+
+bool has_raw_non_ascii(std::string_view text) {
+  for (char c : text) {
+    if (static_cast<unsigned char>(c) >= 0x80 || static_cast<unsigned char>(c) < 0x20) return true;
+  }
+  return false;
+}
+
+TEST(ConfigTable, NamesAreUniqueAndPrefixed) {
+  std::set<std::string_view> names;
+  for (const EnvVarInfo& info : env_vars()) {
+    EXPECT_TRUE(info.name.starts_with("DETNCCL_")) << info.name;
+    EXPECT_TRUE(names.insert(info.name).second) << info.name;
+    EXPECT_FALSE(info.accepted_text.empty());
+    EXPECT_FALSE(info.description.empty());
+    EXPECT_EQ(&env_var_info(info.id), &info);
+  }
+  for (std::string_view required :
+       {"DETNCCL_DIR", "DETNCCL_RUN", "DETNCCL_TRACE", "DETNCCL_SEGMENT_BYTES", "DETNCCL_STEPS", "DETNCCL_RANKS",
+        "DETNCCL_OPS", "DETNCCL_MIN_BYTES", "DETNCCL_LOG_LEVEL", "DETNCCL_LOG_FILE", "DETNCCL_PRINT_CONFIG",
+        "DETNCCL_DETERMINISTIC", "DETNCCL_ALGO"}) {
+    EXPECT_TRUE(names.contains(required)) << required;
+  }
+}
+
+TEST(ConfigTable, TracedOpsAreTheCollectivesAndPointToPointCalls) {
+  // Written out here, independently of the API table the library generates them from.
+  const std::set<std::string_view> expected = {"AllReduce", "Reduce",        "Bcast",    "Broadcast",
+                                               "AllGather", "ReduceScatter", "AlltoAll", "Gather",
+                                               "Scatter",   "Send",          "Recv"};
+  ASSERT_EQ(kTracedOpCount, expected.size());
+  std::set<std::string_view> names;
+  for (std::size_t i = 0; i < kTracedOpCount; ++i) names.insert(traced_op_name(static_cast<TracedOp>(i)));
+  EXPECT_EQ(names, expected);
+  EXPECT_EQ(traced_op_name(TracedOp::ncclAllReduce), "AllReduce");
+  EXPECT_EQ(traced_op_from_name("allreduce"), TracedOp::ncclAllReduce);
+  EXPECT_EQ(traced_op_from_name("SEND"), TracedOp::ncclSend);
+  EXPECT_EQ(traced_op_from_name("ncclSend"), std::nullopt);
+  EXPECT_EQ(traced_op_from_name("GroupStart"), std::nullopt);
+}
+
+TEST(ParseConfig, EmptyEnvironmentGivesDefaultsAndNoTracing) {
+  const ParsedConfig parsed = parse({"PATH=/usr/bin", "HOME=/root", "NCCL_DEBUG=INFO", "no-equals-sign"});
+  ASSERT_TRUE(parsed.ok()) << parsed.error_text();
+  EXPECT_EQ(parsed.config(), Config{});
+  EXPECT_FALSE(parsed.config().tracing());
+  EXPECT_EQ(parsed.config().segment_bytes, 1024u * 1024u);
+  EXPECT_EQ(parsed.config().log_level, LogLevel::kWarn);
+}
+
+TEST(ParseConfig, DirTurnsTracingOnAtHashLevel) {
+  const ParsedConfig parsed = parse({"DETNCCL_DIR=/tmp/traces"});
+  ASSERT_TRUE(parsed.ok()) << parsed.error_text();
+  EXPECT_EQ(parsed.config().dir, "/tmp/traces");
+  EXPECT_EQ(parsed.config().trace, TraceLevel::kHash);
+}
+
+TEST(ParseConfig, TraceLevels) {
+  const std::pair<std::string_view, TraceLevel> cases[] = {{"off", TraceLevel::kOff},
+                                                           {"meta", TraceLevel::kMeta},
+                                                           {"HASH", TraceLevel::kHash},
+                                                           {"Segments", TraceLevel::kSegments}};
+  for (const auto& [text, level] : cases) {
+    const std::string entry = "DETNCCL_TRACE=" + std::string(text);
+    const ParsedConfig parsed = parse({"DETNCCL_DIR=/d", entry});
+    ASSERT_TRUE(parsed.ok()) << parsed.error_text();
+    EXPECT_EQ(parsed.config().trace, level) << text;
+  }
+  const ConfigError bad = single_error(parse({"DETNCCL_DIR=/d", "DETNCCL_TRACE=hsah"}));
+  EXPECT_EQ(bad.variable, "DETNCCL_TRACE");
+  EXPECT_NE(bad.message.find("DETNCCL_TRACE=\"hsah\""), std::string::npos) << bad.message;
+  EXPECT_NE(bad.message.find("off, meta, hash or segments"), std::string::npos) << bad.message;
+}
+
+TEST(ParseConfig, TracingWithoutDirIsAnError) {
+  const ConfigError error = single_error(parse({"DETNCCL_TRACE=meta"}));
+  EXPECT_EQ(error.variable, "DETNCCL_TRACE");
+  EXPECT_NE(error.message.find("DETNCCL_DIR"), std::string::npos) << error.message;
+  // Explicitly off without a directory is fine.
+  EXPECT_TRUE(parse({"DETNCCL_TRACE=off"}).ok());
+  // A directory with tracing explicitly off: nothing is traced.
+  const ParsedConfig off = parse({"DETNCCL_DIR=/d", "DETNCCL_TRACE=off"});
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off.config().tracing());
+}
+
+TEST(ParseConfig, EmptyValuesMeanUnset) {
+  const ParsedConfig parsed = parse({"DETNCCL_DIR=", "DETNCCL_TRACE=", "DETNCCL_STEPS=", "DETNCCL_OPS=",
+                                     "DETNCCL_SEGMENT_BYTES=", "DETNCCL_RUN=", "DETNCCL_DETERMINISTIC="});
+  ASSERT_TRUE(parsed.ok()) << parsed.error_text();
+  EXPECT_EQ(parsed.config(), Config{});
+}
+
+TEST(ParseConfig, UnknownNameSuggestsTheClosestKnownOne) {
+  const std::pair<std::string_view, std::string_view> typos[] = {
+      {"DETNCCL_TRCE=hash", "DETNCCL_TRACE"},
+      {"DETNCCL_STEP=1", "DETNCCL_STEPS"},
+      {"DETNCCL_RANK=1", "DETNCCL_RANKS"},
+      {"detnccl_dir=/x", "DETNCCL_DIR"},
+      {"DETNCCL_SEGMENT=16K", "DETNCCL_SEGMENT_BYTES"},
+      {"DETNCCL_DETERMINISM=1", "DETNCCL_DETERMINISTIC"},
+      {"DETNCCL_LOGLEVEL=info", "DETNCCL_LOG_LEVEL"},
+  };
+  for (const auto& [entry, suggestion] : typos) {
+    const ConfigError error = single_error(parse({entry}));
+    EXPECT_EQ(error.variable, entry.substr(0, entry.find('=')));
+    EXPECT_NE(error.message.find("is not a detnccl variable"), std::string::npos) << error.message;
+    EXPECT_NE(error.message.find("did you mean " + std::string(suggestion) + "?"), std::string::npos)
+        << entry << ": " << error.message;
+  }
+  const ConfigError unrelated = single_error(parse({"DETNCCL_COMPLETELY_DIFFERENT=1"}));
+  EXPECT_EQ(unrelated.message.find("did you mean"), std::string::npos) << unrelated.message;
+  EXPECT_NE(unrelated.message.find("docs/configuration.md"), std::string::npos) << unrelated.message;
+  // Not ours: other prefixes are ignored.
+  EXPECT_TRUE(parse({"DETNCCLX=1", "NCCL_TRACE=1", "DET_NCCL_DIR=1"}).ok());
+}
+
+TEST(ParseConfig, EveryErrorIsReported) {
+  const ParsedConfig parsed = parse({"DETNCCL_DIR=/d", "DETNCCL_TRACE=loud", "DETNCCL_STEPS=x", "DETNCCL_BOGUS=1"});
+  ASSERT_EQ(parsed.errors().size(), 3u) << parsed.error_text();
+  EXPECT_EQ(parsed.errors()[0].variable, "DETNCCL_TRACE");
+  EXPECT_EQ(parsed.errors()[1].variable, "DETNCCL_STEPS");
+  EXPECT_EQ(parsed.errors()[2].variable, "DETNCCL_BOGUS");
+  const std::string text = parsed.error_text();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2);
+}
+
+TEST(ParseConfig, FirstOccurrenceWinsAsWithGetenv) {
+  const ParsedConfig parsed = parse({"DETNCCL_LOG_LEVEL=debug", "DETNCCL_LOG_LEVEL=bogus"});
+  ASSERT_TRUE(parsed.ok()) << parsed.error_text();
+  EXPECT_EQ(parsed.config().log_level, LogLevel::kDebug);
+}
+
+TEST(ParseConfig, ByteCountsWithSuffixes) {
+  const std::pair<std::string_view, std::uint64_t> good[] = {
+      {"0", 0},
+      {"123", 123},
+      {"4k", 4096},
+      {"4KiB", 4096},
+      {"3M", 3ull << 20},
+      {"3mib", 3ull << 20},
+      {"2G", 2ull << 30},
+      {" 5K ", 5120},
+      {"18446744073709551615", 18446744073709551615ull},
+      {"17179869183G", 17179869183ull << 30},
+  };
+  for (const auto& [text, bytes] : good) {
+    const std::string entry = "DETNCCL_MIN_BYTES=" + std::string(text);
+    const ParsedConfig parsed = parse({entry});
+    ASSERT_TRUE(parsed.ok()) << text << ": " << parsed.error_text();
+    EXPECT_EQ(parsed.config().min_bytes, bytes) << text;
+  }
+  for (std::string_view text : {"18446744073709551616", "17179869184G", "99999999999999999999999", "12X", "-1", "1.5K",
+                                "K", "4 K", "0x10", "4KB", "+5"}) {
+    const std::string entry = "DETNCCL_MIN_BYTES=" + std::string(text);
+    const ConfigError error = single_error(parse({entry}));
+    EXPECT_EQ(error.variable, "DETNCCL_MIN_BYTES") << text;
+    EXPECT_NE(error.message.find("K, M or G suffix"), std::string::npos) << error.message;
+  }
+}
+
+TEST(ParseConfig, SegmentBytesAreMultiplesOf16K) {
+  for (const auto& [text, bytes] : std::initializer_list<std::pair<std::string_view, std::uint64_t>>{
+           {"16K", 16384}, {"32768", 32768}, {"1G", 1ull << 30}, {"48k", 49152}}) {
+    const std::string entry = "DETNCCL_SEGMENT_BYTES=" + std::string(text);
+    const ParsedConfig parsed = parse({entry});
+    ASSERT_TRUE(parsed.ok()) << parsed.error_text();
+    EXPECT_EQ(parsed.config().segment_bytes, bytes);
+  }
+  for (std::string_view text : {"0", "20K", "1000", "2G", "1025M"}) {
+    const std::string entry = "DETNCCL_SEGMENT_BYTES=" + std::string(text);
+    const ConfigError error = single_error(parse({entry}));
+    EXPECT_NE(error.message.find("multiple of 16K"), std::string::npos) << error.message;
+  }
+}
+
+TEST(ParseConfig, StepWindowMembershipMatchesTheListedSteps) {
+  const ParsedConfig parsed = parse({"DETNCCL_STEPS=1,5,40-44, 60 - 61 ,100-"});
+  ASSERT_TRUE(parsed.ok()) << parsed.error_text();
+  const std::set<std::uint64_t> listed = {1, 5, 40, 41, 42, 43, 44, 60, 61};
+  for (std::uint64_t step = 0; step < 200; ++step) {
+    EXPECT_EQ(parsed.config().steps.contains(step), listed.contains(step) || step >= 100) << step;
+  }
+  EXPECT_TRUE(parsed.config().steps.contains(~std::uint64_t{0}));
+  EXPECT_TRUE(parsed.config().ranks.is_everything());
+}
+
+TEST(ParseConfig, RankWindowMergesOverlaps) {
+  const ParsedConfig parsed = parse({"DETNCCL_RANKS=8-15,0,3,10-20,21,2"});
+  ASSERT_TRUE(parsed.ok()) << parsed.error_text();
+  const std::vector<Interval> expected = {{0, 0}, {2, 3}, {8, 21}};
+  EXPECT_EQ(parsed.config().ranks.intervals(), expected);
+}
+
+TEST(ParseConfig, WindowErrors) {
+  for (std::string_view text : {"5-3", "1,,2", "a", "1-2-3", "1,", ",1", "-4", "1;2", "18446744073709551616"}) {
+    const std::string entry = "DETNCCL_STEPS=" + std::string(text);
+    const ConfigError error = single_error(parse({entry}));
+    EXPECT_EQ(error.variable, "DETNCCL_STEPS") << text;
+    EXPECT_NE(error.message.find("comma-separated list"), std::string::npos) << error.message;
+  }
+  const ParsedConfig all = parse({"DETNCCL_STEPS=ALL"});
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all.config().steps.is_everything());
+}
+
+TEST(IntervalSet, MembershipAgreesWithBruteForce) {
+  std::mt19937_64 random(12345);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<Interval> intervals;
+    std::set<std::uint64_t> members;
+    const int count = static_cast<int>(random() % 12);
+    for (int i = 0; i < count; ++i) {
+      const std::uint64_t first = random() % 300;
+      const std::uint64_t last = first + random() % 20;
+      intervals.push_back({first, last});
+      for (std::uint64_t v = first; v <= last; ++v) members.insert(v);
+    }
+    const IntervalSet set = IntervalSet::of(intervals);
+    for (std::uint64_t v = 0; v < 330; ++v) EXPECT_EQ(set.contains(v), members.contains(v)) << trial << " " << v;
+    for (std::size_t i = 1; i < set.intervals().size(); ++i) {
+      EXPECT_GT(set.intervals()[i].first, set.intervals()[i - 1].last + 1) << "not merged";
+    }
+  }
+  EXPECT_FALSE(IntervalSet::of({}).contains(0));
+  EXPECT_TRUE(IntervalSet().contains(12345));
+}
+
+TEST(ParseConfig, OpWindow) {
+  const ParsedConfig parsed = parse({"DETNCCL_OPS=AllReduce, send,RECV"});
+  ASSERT_TRUE(parsed.ok()) << parsed.error_text();
+  for (std::size_t i = 0; i < kTracedOpCount; ++i) {
+    const auto op = static_cast<TracedOp>(i);
+    const bool expected = op == TracedOp::ncclAllReduce || op == TracedOp::ncclSend || op == TracedOp::ncclRecv;
+    EXPECT_EQ(parsed.config().ops.contains(op), expected) << traced_op_name(op);
+  }
+  const ConfigError error = single_error(parse({"DETNCCL_OPS=AllRduce,Send"}));
+  EXPECT_NE(error.message.find("did you mean AllReduce?"), std::string::npos) << error.message;
+  EXPECT_NE(error.message.find("ReduceScatter"), std::string::npos) << "accepted values listed: " << error.message;
+  EXPECT_FALSE(parse({"DETNCCL_OPS=GroupStart"}).ok());
+  EXPECT_FALSE(parse({"DETNCCL_OPS=AllReduce,"}).ok());
+}
+
+TEST(ParseConfig, FingerprintWindowCombinesEveryCondition) {
+  const ParsedConfig parsed =
+      parse({"DETNCCL_DIR=/d", "DETNCCL_STEPS=3-4", "DETNCCL_RANKS=1", "DETNCCL_OPS=Send", "DETNCCL_MIN_BYTES=1K"});
+  ASSERT_TRUE(parsed.ok()) << parsed.error_text();
+  const Config& config = parsed.config();
+  EXPECT_TRUE(config.fingerprints(3, 1, TracedOp::ncclSend, 1024));
+  EXPECT_FALSE(config.fingerprints(2, 1, TracedOp::ncclSend, 1024));
+  EXPECT_FALSE(config.fingerprints(3, 0, TracedOp::ncclSend, 1024));
+  EXPECT_FALSE(config.fingerprints(3, 1, TracedOp::ncclRecv, 1024));
+  EXPECT_FALSE(config.fingerprints(3, 1, TracedOp::ncclSend, 1023));
+  const ParsedConfig meta = parse({"DETNCCL_DIR=/d", "DETNCCL_TRACE=meta"});
+  EXPECT_FALSE(meta.config().fingerprints(0, 0, TracedOp::ncclSend, 1 << 20));
+}
+
+TEST(ParseConfig, OtherChoices) {
+  const ParsedConfig parsed = parse(
+      {"DETNCCL_LOG_LEVEL=Info", "DETNCCL_PRINT_CONFIG=1", "DETNCCL_LOG_FILE=/tmp/x.log", "DETNCCL_RUN=exp-7.a_b"});
+  ASSERT_TRUE(parsed.ok()) << parsed.error_text();
+  EXPECT_EQ(parsed.config().log_level, LogLevel::kInfo);
+  EXPECT_TRUE(parsed.config().print_config);
+  EXPECT_EQ(parsed.config().log_file, "/tmp/x.log");
+  EXPECT_EQ(parsed.config().run, "exp-7.a_b");
+  for (std::string_view entry : {"DETNCCL_LOG_LEVEL=verbose", "DETNCCL_PRINT_CONFIG=yes", "DETNCCL_PRINT_CONFIG=2",
+                                 "DETNCCL_RUN=a/b", "DETNCCL_RUN=..", "DETNCCL_RUN=has space"}) {
+    const ConfigError error = single_error(parse({entry}));
+    EXPECT_EQ(error.variable, entry.substr(0, entry.find('='))) << entry;
+    EXPECT_NE(error.message.find("accepted: "), std::string::npos) << error.message;
+  }
+  const std::string long_run = "DETNCCL_RUN=" + std::string(129, 'r');
+  EXPECT_FALSE(parse({long_run}).ok());
+}
+
+TEST(ParseConfig, ReservedDeterministicSettingsAreRefusedNotIgnored) {
+  for (std::string_view entry : {"DETNCCL_DETERMINISTIC=1", "DETNCCL_DETERMINISTIC=warn", "DETNCCL_ALGO=ring",
+                                 "DETNCCL_ALGO=recursive_halving"}) {
+    const ConfigError error = single_error(parse({entry}));
+    EXPECT_EQ(error.variable, entry.substr(0, entry.find('=')));
+    EXPECT_NE(error.message.find("not available in this build"), std::string::npos) << error.message;
+  }
+  EXPECT_NE(single_error(parse({"DETNCCL_DETERMINISTIC=maybe"})).message.find("0 (1 and warn"), std::string::npos);
+  const ParsedConfig off = parse({"DETNCCL_DETERMINISTIC=0", "DETNCCL_ALGO=AUTO"});
+  ASSERT_TRUE(off.ok()) << off.error_text();
+  EXPECT_EQ(off.config().deterministic, DeterministicMode::kOff);
+}
+
+TEST(ParseConfig, HostileValuesNeverCrashAndAreQuotedSafely) {
+  // Non-UTF-8 bytes and control characters are escaped in messages.
+  const ConfigError error = single_error(parse({"DETNCCL_TRACE=\xff\xfe\x1b[31m"}));
+  EXPECT_FALSE(has_raw_non_ascii(error.message)) << error.message;
+  EXPECT_NE(error.message.find("\\xff\\xfe\\x1b[31m"), std::string::npos) << error.message;
+  EXPECT_FALSE(parse({"DETNCCL_RUN=caf\xc3\xa9"}).ok());
+  const ConfigError name_error = single_error(parse({"DETNCCL_\xff=1"}));
+  EXPECT_FALSE(has_raw_non_ascii(name_error.message)) << name_error.message;
+
+  // Paths are bytes: accepted, and printed escaped.
+  const ParsedConfig dir = parse({"DETNCCL_DIR=/tmp/\xff"});
+  ASSERT_TRUE(dir.ok());
+  EXPECT_NE(format_config(dir.config()).find("DETNCCL_DIR=/tmp/\\xff\n"), std::string::npos);
+  const std::string nul_dir("DETNCCL_DIR=/a\0b", 16);
+  EXPECT_FALSE(parse({nul_dir}).ok());
+  const std::string long_dir = std::string("DETNCCL_DIR=/").append(5000, 'd');
+  EXPECT_FALSE(parse({long_dir}).ok());
+
+  // Huge values are refused with their size, and the quote is shortened.
+  const std::string huge = "DETNCCL_TRACE=" + std::string(2 << 20, 'x');
+  const ConfigError huge_error = single_error(parse({huge}));
+  EXPECT_LT(huge_error.message.size(), 1000u);
+  EXPECT_NE(huge_error.message.find("(2097152 bytes)"), std::string::npos) << huge_error.message;
+}
+
+TEST(ParseConfig, VeryLongListsAreBounded) {
+  std::string list;
+  for (int rank = 0; rank < 65536; ++rank) {
+    if (rank > 0) list += ',';
+    list += std::to_string(rank * 2);
+  }
+  const std::string entry = "DETNCCL_RANKS=" + list;
+  const ParsedConfig parsed = parse({entry});
+  ASSERT_TRUE(parsed.ok()) << parsed.error_text();
+  EXPECT_EQ(parsed.config().ranks.intervals().size(), 65536u);
+  EXPECT_TRUE(parsed.config().ranks.contains(131070));
+  EXPECT_FALSE(parsed.config().ranks.contains(131069));
+  const std::string too_long = entry + ",999999999";
+  const ConfigError error = single_error(parse({too_long}));
+  EXPECT_NE(error.message.find("more than 65536 entries"), std::string::npos) << error.message.substr(0, 300);
+}
+
+TEST(FormatConfig, OneLinePerVariableThatParsesBack) {
+  const ParsedConfig parsed =
+      parse({"DETNCCL_DIR=/scratch/t", "DETNCCL_RUN=r1", "DETNCCL_TRACE=segments", "DETNCCL_SEGMENT_BYTES=48K",
+             "DETNCCL_STEPS=1,5,40-44,100-", "DETNCCL_RANKS=0,3,8-15", "DETNCCL_OPS=Send,AllReduce",
+             "DETNCCL_MIN_BYTES=1000", "DETNCCL_LOG_LEVEL=error", "DETNCCL_LOG_FILE=/tmp/l", "DETNCCL_PRINT_CONFIG=1"});
+  ASSERT_TRUE(parsed.ok()) << parsed.error_text();
+  const std::string text = format_config(parsed.config());
+  EXPECT_NE(text.find("DETNCCL_STEPS=1,5,40-44,100-\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("DETNCCL_SEGMENT_BYTES=48K\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("DETNCCL_OPS=AllReduce,Send\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("DETNCCL_DETERMINISTIC=0\n"), std::string::npos) << text;
+
+  std::vector<std::string> lines;
+  std::istringstream stream(text);
+  for (std::string line; std::getline(stream, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), env_vars().size());
+  const std::vector<std::string_view> views(lines.begin(), lines.end());
+  const ParsedConfig again = parse_config(views);
+  ASSERT_TRUE(again.ok()) << again.error_text();
+  EXPECT_EQ(again.config(), parsed.config());
+
+  // The defaults print and parse back too.
+  std::vector<std::string> default_lines;
+  std::istringstream default_stream(format_config(Config{}));
+  for (std::string line; std::getline(default_stream, line);) default_lines.push_back(line);
+  const std::vector<std::string_view> default_views(default_lines.begin(), default_lines.end());
+  EXPECT_EQ(parse_config(default_views).config(), Config{});
+}
+
+TEST(ConfigDocs, ConfigurationMdEmbedsTheGeneratedTable) {
+  std::ifstream file(DETNCCL_SOURCE_DIR "/docs/configuration.md");
+  ASSERT_TRUE(file) << "docs/configuration.md is missing";
+  const std::string docs((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  for (const EnvVarInfo& info : env_vars()) {
+    EXPECT_NE(docs.find(info.name), std::string::npos) << info.name << " is not documented";
+  }
+  const std::string table = config_reference_markdown();
+  EXPECT_NE(docs.find(table), std::string::npos)
+      << "docs/configuration.md must hold the generated table exactly; paste this between its markers:\n"
+      << table;
+}
+
+TEST(ProcessEnvironment, GlobalRankPrecedenceAndFallbacks) {
+  const std::vector<std::string_view> torch = {"OMPI_COMM_WORLD_RANK=7", "RANK=3"};
+  ASSERT_TRUE(global_rank_from_environment(torch));
+  EXPECT_EQ(global_rank_from_environment(torch)->rank, 3u);
+  EXPECT_EQ(global_rank_from_environment(torch)->source, "RANK");
+  const std::vector<std::string_view> bad_rank = {"RANK=x", "RANKS=1", "SLURM_PROCID=12", "PMI_RANK=4"};
+  EXPECT_EQ(global_rank_from_environment(bad_rank)->rank, 12u);
+  EXPECT_EQ(global_rank_from_environment(bad_rank)->source, "SLURM_PROCID");
+  const std::vector<std::string_view> none = {"RANK=", "RANK_X=1", "PMI_RANK=99999999999", "OMPI_COMM_WORLD_RANK=-1"};
+  EXPECT_FALSE(global_rank_from_environment(none));
+  const std::vector<std::string_view> sizes = {"WORLD_SIZE=0", "SLURM_NTASKS=16"};
+  EXPECT_EQ(world_size_from_environment(sizes), 16u);
+  EXPECT_FALSE(world_size_from_environment(none));
+}
+
+TEST(ProcessEnvironment, RunNameSources) {
+  Config config;
+  const std::vector<std::string_view> torch = {"TORCHELASTIC_RUN_ID=job/42 x", "SLURM_JOB_ID=9"};
+  EXPECT_EQ(run_name_from_environment(config, torch), "job_42_x");
+  const std::vector<std::string_view> restarted = {"TORCHELASTIC_RUN_ID=abc", "TORCHELASTIC_RESTART_COUNT=2"};
+  EXPECT_EQ(run_name_from_environment(config, restarted), "abc-restart2");
+  const std::vector<std::string_view> slurm = {"TORCHELASTIC_RUN_ID=none", "SLURM_JOB_ID=1234", "SLURM_STEP_ID=0"};
+  EXPECT_EQ(run_name_from_environment(config, slurm), "1234.0");
+  const std::vector<std::string_view> nothing = {"TORCHELASTIC_RUN_ID=none", "SLURM_JOB_ID=", "TORCHELASTIC_RUN_ID=x"};
+  EXPECT_EQ(run_name_from_environment(config, nothing), std::nullopt);
+  const std::vector<std::string_view> dots = {"SLURM_JOB_ID=.."};
+  EXPECT_EQ(run_name_from_environment(config, dots), std::nullopt);  // ".." would leave DETNCCL_DIR
+  config.run = "mine";
+  EXPECT_EQ(run_name_from_environment(config, torch), "mine");
+}
+
+TEST(ProcessEnvironment, RunNameFromTimeIsUtc) {
+  EXPECT_EQ(run_name_from_time(0), "run-19700101-000000");
+  EXPECT_EQ(run_name_from_time(1700000000), "run-20231114-221320");
+  EXPECT_TRUE(is_valid_run_name(run_name_from_time(1700000000)));
+}
+
+TEST(ProcessEnvironment, NcclVariablesAreSortedAndEscaped) {
+  const std::vector<std::string_view> environment = {"NCCL_SOCKET_IFNAME=lo", "PATH=/bin", "NCCL_ALGO=Ring",
+                                                     "NCCL_DEBUG=\x01x",      "XNCCL_A=1", "DETNCCL_DIR=/d"};
+  EXPECT_EQ(nccl_variables(environment), "NCCL_ALGO=Ring\nNCCL_DEBUG=\\x01x\nNCCL_SOCKET_IFNAME=lo\n");
+}
+
+TEST(ProcessEnvironment, ConfigFromTheRealEnvironment) {
+  ASSERT_EQ(setenv("DETNCCL_LOG_LEVEL", "debug", 1), 0);
+  const ParsedConfig parsed = config_from_environment();
+  unsetenv("DETNCCL_LOG_LEVEL");
+  ASSERT_TRUE(parsed.ok()) << parsed.error_text();
+  EXPECT_EQ(parsed.config().log_level, LogLevel::kDebug);
+  bool found = false;
+  for (std::string_view entry : process_environment()) found = found || entry.starts_with("PATH=");
+  EXPECT_TRUE(found);
+}
+
+}  // namespace
+}  // namespace detnccl::config

@@ -1,0 +1,731 @@
+// Tests of records/: the log format, RecordWriter (crash safety, disk full, safe creation, threads) and LogReader
+// (torn tails, corruption, every truncation, random damage).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "records/communicator_id.h"
+#include "records/log_format.h"
+#include "records/log_reader.h"
+#include "records/record_writer.h"
+
+namespace detnccl::records {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh directory, removed with everything in it at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "detnccl-records-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) std::abort();
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::uint64_t mix(std::uint64_t x) {  // splitmix64: distinct, well-spread test values
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+LogHeader make_header(std::uint32_t rank) {
+  LogHeader header;
+  header.start_time_ns = 1700000000123456789ull;
+  header.rank = rank;
+  header.rank_source = RankSource::kEnvironment;
+  header.world_size = 16;
+  header.pid = 4242;
+  header.nccl_version = 22809;
+  header.fingerprint_version = 3;
+  header.detnccl_version = 100;
+  header.host = "node-017";
+  header.detnccl_version_text = "0.1.0";
+  header.run = "run-a";
+  header.config_text = "DETNCCL_DIR=/x\nDETNCCL_TRACE=hash\n";
+  header.nccl_environment = "NCCL_ALGO=Ring\n";
+  return header;
+}
+
+// Backing storage for the arrays of one generated call record.
+struct CallArrays {
+  std::vector<std::uint64_t> input_blocks, output_blocks, input_segments, output_segments;
+};
+
+// Call record number i: every field a function of i, arrays of varying length (empty included).
+CallRecord make_call(std::uint64_t i, CallArrays& arrays) {
+  CallRecord call;
+  call.seq = i;
+  call.comm_ordinal = i % 3;
+  call.comm_seq = i / 3;
+  call.count = mix(i) % 100000;
+  call.step = i / 10;
+  call.group_id = i % 5 == 0 ? 0 : i / 5 + 1;
+  call.input_fingerprint = mix(i ^ 0x1000);
+  call.output_fingerprint = mix(i ^ 0x2000);
+  call.premulsum_scalar = i % 7 == 0 ? 0x3fe0000000000000ull : 0;
+  call.op = static_cast<OpId>(1 + i % 11);
+  call.datatype = static_cast<std::uint16_t>(i % 12);
+  call.redop = static_cast<std::int32_t>(i % 6) - 1;
+  call.peer = static_cast<std::int32_t>(i % 4) - 1;
+  call.result = i % 9 == 0 ? 4 : 0;
+  call.flags = kCallInputFingerprint | kCallOutputFingerprint | (i % 2 ? kCallInPlace : 0) |
+               (i % 7 == 0 ? kCallPreMulSumScalar : 0);
+  call.algorithm = i % 13 == 0 ? 2 : 0;
+  const auto fill = [i](std::vector<std::uint64_t>& array, std::size_t size, std::uint64_t salt) {
+    array.resize(size);
+    for (std::size_t k = 0; k < size; ++k) array[k] = mix(i * 1000 + salt * 100 + k);
+  };
+  fill(arrays.input_blocks, i % 4, 1);
+  fill(arrays.output_blocks, (i % 3) * 2, 2);
+  fill(arrays.input_segments, i % 5, 3);
+  fill(arrays.output_segments, i % 6 == 0 ? 3 : 0, 4);
+  call.input_blocks = arrays.input_blocks;
+  call.output_blocks = arrays.output_blocks;
+  call.input_segments = arrays.input_segments;
+  call.output_segments = arrays.output_segments;
+  call.input_block_count = static_cast<std::uint32_t>(arrays.input_blocks.size());
+  call.output_block_count = static_cast<std::uint32_t>(arrays.output_blocks.size());
+  call.input_segment_count = static_cast<std::uint32_t>(arrays.input_segments.size());
+  call.output_segment_count = static_cast<std::uint32_t>(arrays.output_segments.size());
+  return call;
+}
+
+CommunicatorRecord make_communicator(std::uint64_t ordinal) {
+  CommunicatorRecord comm;
+  comm.ordinal = ordinal;
+  comm.id = mix(ordinal + 77);
+  comm.parent_ordinal = ordinal == 0 ? kNoParent : 0;
+  comm.parent_id = ordinal == 0 ? 0 : mix(77);
+  comm.nranks = 8;
+  comm.rank = static_cast<std::uint32_t>(ordinal % 8);
+  comm.device = static_cast<std::int32_t>(ordinal % 4);
+  comm.split_color = ordinal == 0 ? kNotSplit : static_cast<std::int32_t>(ordinal);
+  comm.split_key = ordinal == 0 ? kNotSplit : -3;
+  comm.origin = ordinal == 0 ? CommOrigin::kInitRank : CommOrigin::kSplit;
+  return comm;
+}
+
+// Whether a decoded call equals the generated call number i.
+::testing::AssertionResult is_call(const LogRecord& record, std::uint64_t i) {
+  const auto* call = std::get_if<CallRecord>(&record.record);
+  if (call == nullptr) return ::testing::AssertionFailure() << "not a call record at offset " << record.offset;
+  CallArrays arrays;
+  const CallRecord expected = make_call(i, arrays);
+  if (!(static_cast<const CallFields&>(*call) == static_cast<const CallFields&>(expected))) {
+    return ::testing::AssertionFailure() << "fields of call " << i << " differ (seq " << call->seq << ")";
+  }
+  if (!std::ranges::equal(call->input_blocks, expected.input_blocks) ||
+      !std::ranges::equal(call->output_blocks, expected.output_blocks) ||
+      !std::ranges::equal(call->input_segments, expected.input_segments) ||
+      !std::ranges::equal(call->output_segments, expected.output_segments)) {
+    return ::testing::AssertionFailure() << "arrays of call " << i << " differ";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+struct ReadLog {
+  std::vector<LogRecord> records;
+  LogEnd end;
+  std::uint64_t unknown = 0;
+};
+
+ReadLog read_all(LogReader& reader) {
+  ReadLog log;
+  LogRecord record;
+  while (reader.next(record)) log.records.push_back(record);
+  log.end = reader.end();
+  log.unknown = reader.unknown_records_skipped();
+  return log;
+}
+
+std::vector<std::byte> file_bytes(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::vector<char> chars((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  std::vector<std::byte> bytes(chars.size());
+  std::memcpy(bytes.data(), chars.data(), chars.size());
+  return bytes;
+}
+
+std::unique_ptr<RecordWriter> create_or_fail(const LogLocation& location, WriterOptions options = {}) {
+  CreatedWriter created = RecordWriter::create(location, make_header(0), std::move(options));
+  EXPECT_TRUE(created.writer) << created.error;
+  return std::move(created.writer);
+}
+
+// A closed log: 2 communicators, then calls 0..call_count-1.
+std::string write_small_log(const TempDir& dir, std::uint64_t call_count) {
+  const LogLocation location{dir.path(), "run", rank_log_file_name(0)};
+  auto writer = create_or_fail(location);
+  EXPECT_EQ(writer->append(make_communicator(0)), AppendStatus::kOk);
+  EXPECT_EQ(writer->append(make_communicator(1)), AppendStatus::kOk);
+  for (std::uint64_t i = 0; i < call_count; ++i) {
+    CallArrays arrays;
+    EXPECT_EQ(writer->append(make_call(i, arrays)), AppendStatus::kOk);
+  }
+  writer->close();
+  return writer->path();
+}
+
+TEST(LogFormat, StableNumbersAndNames) {
+  // The numbers are part of the format: written out here, not derived.
+  EXPECT_EQ(static_cast<int>(OpId::kAllReduce), 1);
+  EXPECT_EQ(static_cast<int>(OpId::kReduce), 2);
+  EXPECT_EQ(static_cast<int>(OpId::kBroadcast), 3);
+  EXPECT_EQ(static_cast<int>(OpId::kBcast), 4);
+  EXPECT_EQ(static_cast<int>(OpId::kAllGather), 5);
+  EXPECT_EQ(static_cast<int>(OpId::kReduceScatter), 6);
+  EXPECT_EQ(static_cast<int>(OpId::kAlltoAll), 7);
+  EXPECT_EQ(static_cast<int>(OpId::kGather), 8);
+  EXPECT_EQ(static_cast<int>(OpId::kScatter), 9);
+  EXPECT_EQ(static_cast<int>(OpId::kSend), 10);
+  EXPECT_EQ(static_cast<int>(OpId::kRecv), 11);
+  EXPECT_EQ(static_cast<int>(RecordType::kCommunicator), 1);
+  EXPECT_EQ(static_cast<int>(RecordType::kCall), 2);
+  EXPECT_EQ(static_cast<int>(RecordType::kTruncated), 3);
+  EXPECT_EQ(static_cast<int>(RecordType::kEnd), 4);
+  static_assert(op_id_from_nccl_name("ncclAlltoAll") == OpId::kAlltoAll);
+  EXPECT_EQ(op_id_from_nccl_name("AllReduce"), OpId::kUnknown);
+  EXPECT_EQ(op_id_from_nccl_name("ncclGroupStart"), OpId::kUnknown);
+  EXPECT_EQ(op_name(OpId::kReduceScatter), "ReduceScatter");
+  EXPECT_EQ(datatype_name(9), "bfloat16");
+  EXPECT_EQ(datatype_name(12), "?");
+  EXPECT_EQ(redop_name(4), "avg");
+  EXPECT_EQ(redop_name(5), "user");
+  EXPECT_EQ(result_name(0), "ncclSuccess");
+  EXPECT_EQ(rank_log_file_name(3), "rank-00003.dnc");
+  EXPECT_EQ(rank_log_file_name(123456), "rank-123456.dnc");
+  // The checksum is XXH3-64 of the payload seeded with length, type and flags.
+  const std::array<std::uint64_t, 2> payload = {1, 2};
+  EXPECT_EQ(record_checksum(32, 2, 0, payload.data(), 16),
+            XXH3_64bits_withSeed(payload.data(), 16, 32 | (std::uint64_t{2} << 32)));
+}
+
+TEST(CommunicatorId, EqualInputsGiveEqualIdsAndDifferentInputsDifferentOnes) {
+  std::array<std::byte, 128> unique_id{};
+  for (std::size_t i = 0; i < unique_id.size(); ++i) unique_id[i] = static_cast<std::byte>(i * 7);
+  const std::uint64_t id = communicator_id_from_unique_id(unique_id);
+  EXPECT_EQ(id, XXH3_64bits(unique_id.data(), unique_id.size()));
+  unique_id[100] ^= std::byte{1};
+  EXPECT_NE(communicator_id_from_unique_id(unique_id), id);
+  const std::uint64_t split = communicator_id_from_parent(id, 0, 1);
+  EXPECT_EQ(split, communicator_id_from_parent(id, 0, 1));
+  EXPECT_NE(split, communicator_id_from_parent(id, 1, 1));
+  EXPECT_NE(split, communicator_id_from_parent(id, 0, 2));
+  EXPECT_NE(split, communicator_id_from_parent(id + 1, 0, 1));
+  EXPECT_NE(split, 0u);
+}
+
+TEST(RecordWriter, RoundTripOfEveryRecordType) {
+  TempDir dir;
+  const LogLocation location{dir.path() + "/made/on/demand", "run-a", rank_log_file_name(5)};
+  CreatedWriter created = RecordWriter::create(location, make_header(5));
+  ASSERT_TRUE(created.writer) << created.error;
+  RecordWriter& writer = *created.writer;
+  EXPECT_EQ(writer.path(), location.dir + "/run-a/rank-00005.dnc");
+  for (std::uint64_t c = 0; c < 3; ++c) EXPECT_EQ(writer.append(make_communicator(c)), AppendStatus::kOk);
+  constexpr std::uint64_t kCalls = 200;
+  for (std::uint64_t i = 0; i < kCalls; ++i) {
+    CallArrays arrays;
+    EXPECT_EQ(writer.append(make_call(i, arrays)), AppendStatus::kOk);
+  }
+  writer.flush();
+  EXPECT_EQ(writer.records_written(), kCalls + 3);
+  const std::uint64_t used_before_close = writer.bytes_used();
+  writer.close();
+  writer.close();  // idempotent
+  CallArrays arrays;
+  EXPECT_EQ(writer.append(make_call(0, arrays)), AppendStatus::kStopped);
+  EXPECT_TRUE(writer.stop_reason().empty());
+
+  struct stat file_stat {};
+  ASSERT_EQ(stat(writer.path().c_str(), &file_stat), 0);
+  EXPECT_EQ(file_stat.st_mode & 0777, 0600u);
+  EXPECT_EQ(static_cast<std::uint64_t>(file_stat.st_size), used_before_close + 32) << "cut to its end marker";
+  struct stat dir_stat {};
+  ASSERT_EQ(stat((location.dir + "/run-a").c_str(), &dir_stat), 0);
+  EXPECT_EQ(dir_stat.st_mode & 0777, 0700u);
+  ASSERT_EQ(stat(location.dir.c_str(), &dir_stat), 0);
+  EXPECT_EQ(dir_stat.st_mode & 0777, 0700u);
+
+  const std::vector<std::byte> bytes = file_bytes(writer.path());
+  ASSERT_GE(bytes.size(), 8u);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(bytes.data()), 8), "DNCCLOG1") << "little-endian magic";
+
+  OpenedLog opened = LogReader::open_file(writer.path());
+  ASSERT_TRUE(opened.reader) << opened.error;
+  const LogHeader& header = opened.reader->header();
+  const LogHeader expected = make_header(5);
+  EXPECT_EQ(header.format_version, kFormatVersion);
+  EXPECT_EQ(header.start_time_ns, expected.start_time_ns);
+  EXPECT_EQ(header.rank, 5u);
+  EXPECT_EQ(header.rank_source, RankSource::kEnvironment);
+  EXPECT_EQ(header.world_size, 16u);
+  EXPECT_EQ(header.pid, 4242u);
+  EXPECT_EQ(header.nccl_version, 22809u);
+  EXPECT_EQ(header.fingerprint_version, 3u);
+  EXPECT_EQ(header.detnccl_version, 100u);
+  EXPECT_EQ(header.host, expected.host);
+  EXPECT_EQ(header.detnccl_version_text, expected.detnccl_version_text);
+  EXPECT_EQ(header.run, expected.run);
+  EXPECT_EQ(header.config_text, expected.config_text);
+  EXPECT_EQ(header.nccl_environment, expected.nccl_environment);
+
+  const ReadLog log = read_all(*opened.reader);
+  ASSERT_EQ(log.records.size(), kCalls + 3);
+  for (std::uint64_t c = 0; c < 3; ++c) {
+    const auto* comm = std::get_if<CommunicatorRecord>(&log.records[c].record);
+    ASSERT_NE(comm, nullptr);
+    EXPECT_EQ(*comm, make_communicator(c));
+  }
+  for (std::uint64_t i = 0; i < kCalls; ++i) EXPECT_TRUE(is_call(log.records[3 + i], i));
+  EXPECT_EQ(log.end.kind, LogEndKind::kClosed) << log.end.message;
+  EXPECT_EQ(log.end.end_marker.records_written, kCalls + 3);
+  EXPECT_GT(log.end.end_marker.end_time_ns, 0u);
+  EXPECT_EQ(log.end.offset, used_before_close);
+}
+
+TEST(LogReader, RejectsWhatItCannotRead) {
+  TempDir dir;
+  const std::vector<std::byte> good = file_bytes(write_small_log(dir, 3));
+  ASSERT_TRUE(LogReader::from_bytes(good).reader);
+
+  std::vector<std::byte> swapped = good;
+  const std::uint64_t swapped_magic = __builtin_bswap64(kMagic);
+  std::memcpy(swapped.data(), &swapped_magic, 8);
+  EXPECT_NE(LogReader::from_bytes(swapped).error.find("other byte order"), std::string::npos)
+      << LogReader::from_bytes(swapped).error;
+
+  std::vector<std::byte> newer = good;
+  const std::uint32_t version = kFormatVersion + 1;
+  std::memcpy(newer.data() + offsetof(FileHeaderFixed, format_version), &version, 4);
+  EXPECT_NE(LogReader::from_bytes(newer).error.find("newer detnccl"), std::string::npos)
+      << LogReader::from_bytes(newer).error;
+
+  std::vector<std::byte> damaged = good;
+  damaged[offsetof(FileHeaderFixed, pid)] ^= std::byte{1};
+  EXPECT_NE(LogReader::from_bytes(damaged).error.find("checksum"), std::string::npos);
+
+  const std::string text = "#!/bin/sh\necho not a log\n";
+  EXPECT_NE(LogReader::from_bytes(std::as_bytes(std::span(text))).error.find("not a detnccl log"), std::string::npos);
+  EXPECT_FALSE(LogReader::from_bytes({}).error.empty());
+  EXPECT_FALSE(LogReader::open_file(dir.path() + "/missing.dnc").error.empty());
+  EXPECT_FALSE(LogReader::open_file(dir.path()).error.empty()) << "a directory is not a log";
+}
+
+TEST(LogReader, FlippedByteIsCorruptionAtThatRecord) {
+  TempDir dir;
+  const std::string path = write_small_log(dir, 20);
+  const std::vector<std::byte> good = file_bytes(path);
+  OpenedLog opened = LogReader::from_bytes(good);
+  ASSERT_TRUE(opened.reader) << opened.error;
+  const ReadLog original = read_all(*opened.reader);
+  ASSERT_EQ(original.records.size(), 22u);
+  const std::uint64_t target = original.records[12].offset;  // call 10
+
+  for (const std::uint64_t byte_in_record : {std::uint64_t{40}, std::uint64_t{3}, std::uint64_t{9}}) {
+    std::vector<std::byte> bad = good;
+    bad[target + byte_in_record] ^= std::byte{0x40};
+    OpenedLog reopened = LogReader::from_bytes(bad);
+    ASSERT_TRUE(reopened.reader) << reopened.error;
+    const ReadLog log = read_all(*reopened.reader);
+    EXPECT_EQ(log.end.kind, LogEndKind::kCorrupt) << byte_in_record << ": " << log.end.message;
+    EXPECT_EQ(log.end.offset, target);
+    EXPECT_NE(log.end.message.find("offset " + std::to_string(target)), std::string::npos) << log.end.message;
+    ASSERT_EQ(log.records.size(), 12u);
+    for (std::uint64_t i = 0; i < 10; ++i) EXPECT_TRUE(is_call(log.records[2 + i], i));
+  }
+}
+
+TEST(LogReader, EveryTruncationYieldsAPrefixAndNeverCrashes) {
+  TempDir dir;
+  const std::vector<std::byte> good = file_bytes(write_small_log(dir, 6));
+  OpenedLog full_reader = LogReader::from_bytes(good);
+  ASSERT_TRUE(full_reader.reader);
+  const ReadLog full = read_all(*full_reader.reader);
+  ASSERT_EQ(full.end.kind, LogEndKind::kClosed);
+
+  std::uint64_t headers_refused = 0;
+  for (std::size_t length = 0; length <= good.size(); ++length) {
+    OpenedLog opened = LogReader::from_bytes(std::span(good).first(length));
+    if (!opened.reader) {
+      EXPECT_FALSE(opened.error.empty());
+      ++headers_refused;
+      continue;
+    }
+    const ReadLog log = read_all(*opened.reader);
+    ASSERT_LE(log.records.size(), full.records.size());
+    for (std::size_t r = 0; r < log.records.size(); ++r) {
+      EXPECT_EQ(log.records[r].offset, full.records[r].offset);
+    }
+    if (length == good.size()) {
+      EXPECT_EQ(log.end.kind, LogEndKind::kClosed);
+    } else {
+      EXPECT_EQ(log.end.kind, LogEndKind::kTornTail) << length << ": " << log.end.message;
+    }
+  }
+  EXPECT_GT(headers_refused, 64u);
+  EXPECT_LT(headers_refused, good.size());
+}
+
+TEST(LogReader, RandomDamageNeverCrashesAndKeepsTheUndamagedPrefix) {
+  TempDir dir;
+  const std::vector<std::byte> good = file_bytes(write_small_log(dir, 12));
+  OpenedLog full_reader = LogReader::from_bytes(good);
+  ASSERT_TRUE(full_reader.reader);
+  const ReadLog full = read_all(*full_reader.reader);
+  std::mt19937_64 random(2024);
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::vector<std::byte> bad = good;
+    std::size_t first_damage = bad.size();
+    const int flips = 1 + static_cast<int>(random() % 4);
+    for (int f = 0; f < flips; ++f) {
+      const std::size_t at = random() % bad.size();
+      bad[at] ^= static_cast<std::byte>(1 + random() % 255);
+      first_damage = std::min(first_damage, at);
+    }
+    if (random() % 4 == 0) bad.resize(random() % bad.size());
+    OpenedLog opened = LogReader::from_bytes(bad);
+    if (!opened.reader) continue;
+    const ReadLog log = read_all(*opened.reader);
+    EXPECT_NE(log.end.kind, LogEndKind::kNotReached);
+    for (std::size_t r = 0; r < log.records.size() && r < full.records.size(); ++r) {
+      if (log.records[r].offset + 16 + 112 > first_damage) break;  // from here on, damaged bytes may be inside
+      EXPECT_EQ(log.records[r].offset, full.records[r].offset);
+    }
+  }
+}
+
+TEST(LogReader, UnpublishedLastRecordIsATornTail) {
+  // What a writer killed between filling a record and publishing its length leaves: the record's bytes with a zero
+  // length, then the zeros of reserved space.
+  TempDir dir;
+  std::vector<std::byte> bytes = file_bytes(write_small_log(dir, 5));
+  OpenedLog opened = LogReader::from_bytes(bytes);
+  ASSERT_TRUE(opened.reader);
+  const ReadLog original = read_all(*opened.reader);
+  const std::uint64_t last_call = original.records.back().offset;
+  bytes.resize(original.end.offset);  // no end marker
+  std::memset(bytes.data() + last_call, 0, 4);
+  bytes.resize(bytes.size() + 4096, std::byte{0});
+  OpenedLog reopened = LogReader::from_bytes(bytes);
+  ASSERT_TRUE(reopened.reader);
+  const ReadLog log = read_all(*reopened.reader);
+  EXPECT_EQ(log.end.kind, LogEndKind::kTornTail) << log.end.message;
+  EXPECT_EQ(log.end.offset, last_call);
+  EXPECT_NE(log.end.message.find("unfinished record"), std::string::npos) << log.end.message;
+  ASSERT_EQ(log.records.size(), 6u);
+  for (std::uint64_t i = 0; i < 4; ++i) EXPECT_TRUE(is_call(log.records[2 + i], i));
+}
+
+TEST(LogReader, UnknownRecordTypesAreSkipped) {
+  TempDir dir;
+  std::vector<std::byte> bytes = file_bytes(write_small_log(dir, 4));
+  OpenedLog opened = LogReader::from_bytes(bytes);
+  ASSERT_TRUE(opened.reader);
+  const ReadLog original = read_all(*opened.reader);
+  const std::uint64_t at = original.records[3].offset;  // call 1 becomes a record of a type from the future
+  RecordFrame frame;
+  std::memcpy(&frame, bytes.data() + at, sizeof(frame));
+  frame.type = 99;
+  frame.checksum = record_checksum(frame.length, frame.type, frame.flags, bytes.data() + at + 16, frame.length - 16);
+  std::memcpy(bytes.data() + at, &frame, sizeof(frame));
+  OpenedLog reopened = LogReader::from_bytes(bytes);
+  ASSERT_TRUE(reopened.reader);
+  const ReadLog log = read_all(*reopened.reader);
+  EXPECT_EQ(log.end.kind, LogEndKind::kClosed) << log.end.message;
+  EXPECT_EQ(log.unknown, 1u);
+  ASSERT_EQ(log.records.size(), 5u);
+  EXPECT_TRUE(is_call(log.records[2], 0));
+  EXPECT_TRUE(is_call(log.records[3], 2));
+}
+
+TEST(RecordWriter, KillDashNineLeavesEveryCompleteRecordAndATornTail) {
+  TempDir dir;
+  const LogLocation location{dir.path(), "killed", rank_log_file_name(1)};
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(ready[0]);
+    WriterOptions options;
+    options.initial_bytes = 64 << 10;  // many growths while writing
+    CreatedWriter created = RecordWriter::create(location, make_header(1), options);
+    if (!created.writer) _exit(2);
+    for (std::uint64_t i = 0; i < 400000; ++i) {
+      CallArrays arrays;
+      if (created.writer->append(make_call(i, arrays)) != AppendStatus::kOk) _exit(3);
+      if (i == 2000 && write(ready[1], "x", 1) != 1) _exit(4);
+    }
+    while (true) pause();  // never closes: the parent kills it
+  }
+  close(ready[1]);
+  char byte = 0;
+  ASSERT_EQ(read(ready[0], &byte, 1), 1) << "the writer child failed";
+  close(ready[0]);
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status));
+
+  OpenedLog opened = LogReader::open_file(location.dir + "/killed/" + location.file_name);
+  ASSERT_TRUE(opened.reader) << opened.error;
+  const ReadLog log = read_all(*opened.reader);
+  EXPECT_GT(log.records.size(), 2000u);
+  for (std::uint64_t i = 0; i < log.records.size(); ++i) ASSERT_TRUE(is_call(log.records[i], i));
+  EXPECT_EQ(log.end.kind, LogEndKind::kTornTail) << log.end.message;
+  EXPECT_NE(log.end.message.find("end marker"), std::string::npos) << log.end.message;
+}
+
+TEST(RecordWriter, FileSizeLimitStopsTracingButNotTheCaller) {
+  TempDir dir;
+  const LogLocation location{dir.path(), "full", rank_log_file_name(0)};
+  constexpr rlim_t kLimit = 256 << 10;
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // A full disk, simulated: growing past RLIMIT_FSIZE fails with EFBIG (SIGXFSZ ignored, as a job would).
+    signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{kLimit, kLimit};
+    if (setrlimit(RLIMIT_FSIZE, &limit) != 0) _exit(2);
+    std::atomic<int> reports{0};
+    WriterOptions options;
+    options.initial_bytes = 64 << 10;
+    options.max_growth_bytes = 64 << 10;
+    options.on_stop = [&reports](std::string_view message) {
+      if (message.find("File too large") != std::string_view::npos)
+        ++reports;
+      else
+        reports += 100;
+    };
+    CreatedWriter created = RecordWriter::create(location, make_header(0), options);
+    if (!created.writer) _exit(3);
+    std::uint64_t written = 0;
+    for (std::uint64_t i = 0; i < 100000; ++i) {
+      CallArrays arrays;
+      if (created.writer->append(make_call(i, arrays)) != AppendStatus::kOk) break;
+      ++written;
+    }
+    CallArrays arrays;
+    if (created.writer->append(make_call(written, arrays)) != AppendStatus::kStopped) _exit(4);
+    if (!created.writer->stopped() || reports.load() != 1) _exit(5);
+    created.writer->close();
+    if (write(report[1], &written, sizeof(written)) != sizeof(written)) _exit(6);
+    _exit(0);
+  }
+  close(report[1]);
+  std::uint64_t written = 0;
+  ASSERT_EQ(read(report[0], &written, sizeof(written)), static_cast<ssize_t>(sizeof(written)));
+  close(report[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0) << "the child's checks failed (see the exit codes in the test)";
+  EXPECT_GT(written, 100u);
+
+  const std::string path = location.dir + "/full/" + location.file_name;
+  EXPECT_LE(fs::file_size(path), kLimit);
+  OpenedLog opened = LogReader::open_file(path);
+  ASSERT_TRUE(opened.reader) << opened.error;
+  const ReadLog log = read_all(*opened.reader);
+  ASSERT_EQ(log.records.size(), written);
+  for (std::uint64_t i = 0; i < written; ++i) ASSERT_TRUE(is_call(log.records[i], i));
+  EXPECT_EQ(log.end.kind, LogEndKind::kTruncated) << log.end.message;
+  EXPECT_EQ(log.end.truncation.reason, TruncationReason::kFileTooLarge);
+  EXPECT_EQ(log.end.truncation.error_number, EFBIG);
+  EXPECT_NE(log.end.truncation.text.find("the log is marked truncated"), std::string::npos);
+  EXPECT_NE(log.end.message.find("truncated"), std::string::npos);
+}
+
+TEST(RecordWriter, ThreadedAppendsAreAllRecoveredIntact) {
+  TempDir dir;
+  const LogLocation location{dir.path(), "threads", rank_log_file_name(0)};
+  WriterOptions options;
+  options.initial_bytes = 16 << 10;
+  auto writer = create_or_fail(location, options);
+  constexpr std::uint64_t kThreads = 4;
+  constexpr std::uint64_t kPerThread = 2500;
+  constexpr std::uint64_t kStride = 1000000;  // call numbers of thread t: t * kStride + i
+  std::vector<std::thread> threads;
+  for (std::uint64_t t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&writer, t] {
+      for (std::uint64_t i = 0; i < kPerThread; ++i) {
+        CallArrays arrays;
+        EXPECT_EQ(writer->append(make_call(t * kStride + i, arrays)), AppendStatus::kOk);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  writer->close();
+
+  OpenedLog opened = LogReader::open_file(writer->path());
+  ASSERT_TRUE(opened.reader) << opened.error;
+  const ReadLog log = read_all(*opened.reader);
+  EXPECT_EQ(log.end.kind, LogEndKind::kClosed) << log.end.message;
+  ASSERT_EQ(log.records.size(), kThreads * kPerThread);
+  std::vector<std::uint64_t> next(kThreads, 0);
+  for (const LogRecord& record : log.records) {
+    const auto& call = std::get<CallRecord>(record.record);
+    const std::uint64_t t = call.seq / kStride;
+    ASSERT_LT(t, kThreads);
+    ASSERT_EQ(call.seq % kStride, next[t]) << "thread " << t << "'s calls out of order or missing";
+    ASSERT_TRUE(is_call(record, call.seq));
+    ++next[t];
+  }
+}
+
+TEST(RecordWriter, OversizedSegmentDigestsAreDroppedNotTheRecord) {
+  TempDir dir;
+  auto writer = create_or_fail({dir.path(), "big", rank_log_file_name(0)});
+  CallArrays arrays;
+  CallRecord call = make_call(8, arrays);  // 0 input blocks, 4 output blocks
+  const std::vector<std::uint64_t> huge(kMaxRecordBytes / 8 + 1, 7);
+  call.input_segments = huge;
+  EXPECT_EQ(writer->append(call), AppendStatus::kSegmentsDropped);
+  writer->close();
+  OpenedLog opened = LogReader::open_file(writer->path());
+  ASSERT_TRUE(opened.reader) << opened.error;
+  const ReadLog log = read_all(*opened.reader);
+  ASSERT_EQ(log.records.size(), 1u);
+  const auto& read_call = std::get<CallRecord>(log.records[0].record);
+  EXPECT_TRUE(read_call.flags & kCallSegmentsDropped);
+  EXPECT_TRUE(read_call.input_segments.empty());
+  EXPECT_TRUE(read_call.output_segments.empty());
+  EXPECT_TRUE(std::ranges::equal(read_call.output_blocks, arrays.output_blocks));
+}
+
+TEST(RecordWriter, SameRunNameTwiceIsRefusedAndNothingIsOverwritten) {
+  TempDir dir;
+  const std::string path = write_small_log(dir, 3);
+  const std::vector<std::byte> before = file_bytes(path);
+  CreatedWriter again = RecordWriter::create({dir.path(), "run", rank_log_file_name(0)}, make_header(0));
+  EXPECT_FALSE(again.writer);
+  EXPECT_NE(again.error.find("already exists"), std::string::npos) << again.error;
+  EXPECT_NE(again.error.find("DETNCCL_RUN"), std::string::npos) << again.error;
+  EXPECT_EQ(file_bytes(path), before);
+  // Another rank of the same run shares the run directory.
+  CreatedWriter other_rank = RecordWriter::create({dir.path(), "run", rank_log_file_name(1)}, make_header(1));
+  EXPECT_TRUE(other_rank.writer) << other_rank.error;
+}
+
+TEST(RecordWriter, SymlinksAreNeverFollowed) {
+  TempDir dir;
+  const std::string elsewhere = dir.path() + "/elsewhere";
+  ASSERT_TRUE(fs::create_directory(elsewhere));
+
+  // A symlink in place of the run directory.
+  fs::create_directory_symlink(elsewhere, dir.path() + "/linked-run");
+  CreatedWriter through_dir = RecordWriter::create({dir.path(), "linked-run", rank_log_file_name(0)}, make_header(0));
+  EXPECT_FALSE(through_dir.writer);
+  EXPECT_NE(through_dir.error.find("symlink"), std::string::npos) << through_dir.error;
+  EXPECT_TRUE(fs::is_empty(elsewhere));
+
+  // A symlink in place of the file: to an existing file, and dangling.
+  ASSERT_TRUE(fs::create_directory(dir.path() + "/run"));
+  const std::string precious = elsewhere + "/precious";
+  std::ofstream(precious) << "keep me";
+  fs::create_symlink(precious, dir.path() + "/run/" + rank_log_file_name(0));
+  fs::create_symlink(elsewhere + "/new-file", dir.path() + "/run/" + rank_log_file_name(1));
+  for (std::uint32_t rank : {0u, 1u}) {
+    CreatedWriter through_file = RecordWriter::create({dir.path(), "run", rank_log_file_name(rank)}, make_header(0));
+    EXPECT_FALSE(through_file.writer);
+    EXPECT_NE(through_file.error.find("symlink"), std::string::npos) << through_file.error;
+  }
+  std::ifstream kept(precious);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), "keep me");
+  EXPECT_FALSE(fs::exists(elsewhere + "/new-file"));
+}
+
+TEST(RecordWriter, UnusableDirectoriesAreReportedNotThrown) {
+  TempDir dir;
+  std::ofstream(dir.path() + "/a-file") << "x";
+  CreatedWriter under_file =
+      RecordWriter::create({dir.path() + "/a-file/sub", "run", "rank-00000.dnc"}, make_header(0));
+  EXPECT_FALSE(under_file.writer);
+  EXPECT_NE(under_file.error.find("cannot create directory"), std::string::npos) << under_file.error;
+  EXPECT_FALSE(RecordWriter::create({dir.path(), "../escape", "rank-00000.dnc"}, make_header(0)).writer);
+  EXPECT_FALSE(RecordWriter::create({dir.path(), "run", "a/b"}, make_header(0)).writer);
+  EXPECT_FALSE(RecordWriter::create({"", "run", "rank-00000.dnc"}, make_header(0)).writer);
+
+  // A run directory that belongs to someone else (needs root to arrange).
+  ASSERT_TRUE(fs::create_directory(dir.path() + "/theirs"));
+  if (chown((dir.path() + "/theirs").c_str(), 12345, 12345) != 0) GTEST_SKIP() << "not root: cannot chown";
+  CreatedWriter theirs = RecordWriter::create({dir.path(), "theirs", "rank-00000.dnc"}, make_header(0));
+  EXPECT_FALSE(theirs.writer);
+  EXPECT_NE(theirs.error.find("another user"), std::string::npos) << theirs.error;
+}
+
+TEST(RecordWriter, ForkedChildDetachesWithoutTouchingTheLog) {
+  TempDir dir;
+  auto writer = create_or_fail({dir.path(), "fork", rank_log_file_name(0)});
+  CallArrays arrays;
+  ASSERT_EQ(writer->append(make_call(0, arrays)), AppendStatus::kOk);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    writer->detach_after_fork();
+    CallArrays child_arrays;
+    const bool refused = writer->append(make_call(999, child_arrays)) == AppendStatus::kStopped;
+    writer->close();
+    _exit(refused ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ASSERT_EQ(writer->append(make_call(1, arrays)), AppendStatus::kOk);
+  writer->close();
+  OpenedLog opened = LogReader::open_file(writer->path());
+  ASSERT_TRUE(opened.reader) << opened.error;
+  const ReadLog log = read_all(*opened.reader);
+  EXPECT_EQ(log.end.kind, LogEndKind::kClosed) << log.end.message;
+  ASSERT_EQ(log.records.size(), 2u);
+  EXPECT_TRUE(is_call(log.records[0], 0));
+  EXPECT_TRUE(is_call(log.records[1], 1));
+}
+
+TEST(LogFormatDocs, LogFormatMdDescribesThisVersion) {
+  std::ifstream file(DETNCCL_SOURCE_DIR "/docs/log-format.md");
+  ASSERT_TRUE(file) << "docs/log-format.md is missing";
+  const std::string docs((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  EXPECT_NE(docs.find("Format version: " + std::to_string(kFormatVersion)), std::string::npos);
+  for (std::string_view name : {"DNCCLOG1", "FileHeaderFixed", "RecordFrame", "CommunicatorRecord", "CallFields",
+                                "TruncationFields", "EndRecord"}) {
+    EXPECT_NE(docs.find(name), std::string::npos) << name;
+  }
+  for (int op = 1; op <= 11; ++op) {
+    const std::string row = "| " + std::to_string(op) + " | " + std::string(op_name(static_cast<OpId>(op))) + " |";
+    EXPECT_NE(docs.find(row), std::string::npos) << "missing op table row: " << row;
+  }
+}
+
+}  // namespace
+}  // namespace detnccl::records

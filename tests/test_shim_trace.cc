@@ -1,0 +1,262 @@
+// End-to-end tests of the shim's tracing: trace_job runs under hostnccl-run with libdetnccl.so preloaded, and the
+// logs it leaves are read back with the records reader. Every recorded fingerprint is compared with the fingerprint
+// this test computes itself of the buffer the script says the call read or wrote.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "hash/fingerprint.h"
+#include "records/log_reader.h"
+#include "tests/trace_job_script.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using detnccl::records::CallRecord;
+using detnccl::records::CommunicatorRecord;
+using detnccl::records::LogReader;
+using detnccl::records::LogRecord;
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;
+};
+
+CommandResult run(const std::string& command) {
+  CommandResult result;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return result;
+  std::array<char, 4096> buffer{};
+  size_t n = 0;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "detnccl-trace-XXXXXX").string();
+    path_ = mkdtemp(pattern.data());
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Runs trace_job on n ranks with the shim preloaded and the given extra environment ("A=1 B=2").
+CommandResult run_traced_job(int nranks, const std::string& environment, const std::string& job_arguments = "") {
+  return run("env HOSTNCCL_TIMEOUT_S=20 " + environment + " " DETNCCL_LAUNCHER " -n " + std::to_string(nranks) +
+             " --timeout 120 -- env LD_PRELOAD=" DETNCCL_SHIM_PATH " " DETNCCL_TRACE_JOB " " + job_arguments);
+}
+
+struct RankLog {
+  detnccl::records::LogHeader header;
+  std::vector<CommunicatorRecord> communicators;
+  std::vector<CallRecord> calls;
+  detnccl::records::LogEndKind end = detnccl::records::LogEndKind::kNotReached;
+  std::unique_ptr<LogReader> reader;  // owns the memory the records' spans point into
+};
+
+RankLog read_log(const std::string& path) {
+  RankLog log;
+  auto opened = LogReader::open_file(path);
+  EXPECT_TRUE(opened.reader) << path << ": " << opened.error;
+  if (!opened.reader) return log;
+  log.header = opened.reader->header();
+  LogRecord record;
+  while (opened.reader->next(record)) {
+    if (auto* call = std::get_if<CallRecord>(&record.record)) log.calls.push_back(*call);
+    if (auto* comm = std::get_if<CommunicatorRecord>(&record.record)) log.communicators.push_back(*comm);
+  }
+  log.end = opened.reader->end().kind;
+  log.reader = std::move(opened.reader);
+  return log;
+}
+
+std::string rank_log(const std::string& dir, const std::string& run, int rank) {
+  char name[32];
+  std::snprintf(name, sizeof name, "rank-%05d.dnc", rank);
+  return dir + "/" + run + "/" + name;
+}
+
+uint64_t fingerprint_of(const std::vector<std::byte>& bytes) {
+  return detnccl::hash::fingerprint(bytes.data(), bytes.size());
+}
+
+// Checks one rank's log against the script: metadata of every call, and every fingerprint the window selected.
+void check_against_script(const RankLog& log, int rank, int nranks, int steps, bool fingerprints_expected) {
+  ASSERT_EQ(log.communicators.size(), 1u);
+  EXPECT_EQ(log.communicators[0].nranks, static_cast<uint32_t>(nranks));
+  EXPECT_EQ(log.communicators[0].rank, static_cast<uint32_t>(rank));
+  EXPECT_EQ(log.header.rank, static_cast<uint32_t>(rank));
+  EXPECT_EQ(log.header.world_size, static_cast<uint32_t>(nranks));
+  EXPECT_EQ(log.end, detnccl::records::LogEndKind::kClosed);
+
+  std::size_t index = 0;
+  for (int step = 0; step < steps; ++step) {
+    const auto script = detnccl::test::script_step(rank, nranks, static_cast<uint64_t>(step));
+    uint64_t group_id = 0;
+    for (std::size_t c = 0; c < script.size(); ++c, ++index) {
+      ASSERT_LT(index, log.calls.size()) << "log ends early";
+      const auto& expected = script[c];
+      const CallRecord& call = log.calls[index];
+      SCOPED_TRACE("rank " + std::to_string(rank) + " step " + std::to_string(step) + " call " + std::to_string(c) +
+                   " " + std::string(detnccl::records::op_name(expected.op)));
+      EXPECT_EQ(call.seq, index);
+      EXPECT_EQ(call.comm_seq, index);
+      EXPECT_EQ(call.step, static_cast<uint64_t>(step));
+      EXPECT_EQ(call.op, expected.op);
+      EXPECT_EQ(call.count, expected.count);
+      EXPECT_EQ(call.datatype, static_cast<uint16_t>(expected.datatype));
+      EXPECT_EQ(call.redop, expected.has_redop ? static_cast<int32_t>(expected.redop) : -1);
+      EXPECT_EQ(call.peer, expected.peer);
+      EXPECT_EQ(call.result, 0);
+      EXPECT_EQ((call.flags & detnccl::records::kCallInPlace) != 0, expected.in_place);
+      if (expected.grouped) {
+        EXPECT_NE(call.group_id, 0u);
+        if (group_id != 0) {
+          EXPECT_EQ(call.group_id, group_id);
+        }
+        group_id = call.group_id;
+      } else {
+        EXPECT_EQ(call.group_id, 0u);
+      }
+      const bool input_hashed = (call.flags & detnccl::records::kCallInputFingerprint) != 0;
+      const bool output_hashed = (call.flags & detnccl::records::kCallOutputFingerprint) != 0;
+      EXPECT_EQ(input_hashed, fingerprints_expected && expected.has_input);
+      EXPECT_EQ(output_hashed, fingerprints_expected && expected.has_output);
+      // The recorded input of an in-place call is the data before the operation.
+      if (input_hashed) {
+        EXPECT_EQ(call.input_fingerprint, fingerprint_of(expected.input));
+      }
+      if (output_hashed) {
+        EXPECT_EQ(call.output_fingerprint, fingerprint_of(expected.output));
+      }
+      if (fingerprints_expected && expected.blocks > 0) {
+        const auto& whole = expected.blocks_on_input ? expected.input : expected.output;
+        const auto blocks = expected.blocks_on_input ? call.input_blocks : call.output_blocks;
+        ASSERT_EQ(blocks.size(), expected.blocks);
+        const std::size_t block_bytes = whole.size() / expected.blocks;
+        for (std::size_t b = 0; b < expected.blocks; ++b) {
+          EXPECT_EQ(blocks[b], detnccl::hash::fingerprint(whole.data() + b * block_bytes, block_bytes))
+              << "block " << b;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(log.calls.size(), index);
+}
+
+class ShimTrace : public ::testing::TestWithParam<int> {};
+
+TEST_P(ShimTrace, RecordsEveryCallWithTheFingerprintsOfItsBuffers) {
+  const int nranks = GetParam();
+  const int steps = 2;
+  TempDir dir;
+  const CommandResult job =
+      run_traced_job(nranks, "DETNCCL_DIR=" + dir.path() + " DETNCCL_RUN=r1", "--steps " + std::to_string(steps));
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  for (int rank = 0; rank < nranks; ++rank) {
+    const RankLog log = read_log(rank_log(dir.path(), "r1", rank));
+    check_against_script(log, rank, nranks, steps, /*fingerprints_expected=*/true);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, ShimTrace, ::testing::Values(1, 2, 3, 4, 8));
+
+TEST(ShimTraceWindows, StepAndOpWindowsSelectWhatIsHashedButEveryCallIsCounted) {
+  TempDir dir;
+  const CommandResult job = run_traced_job(
+      3, "DETNCCL_DIR=" + dir.path() + " DETNCCL_RUN=w DETNCCL_STEPS=1 DETNCCL_OPS=AllReduce,Recv", "--steps 3");
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  const RankLog log = read_log(rank_log(dir.path(), "w", 2));
+  const std::size_t per_step = detnccl::test::script_step(2, 3, 0).size();
+  ASSERT_EQ(log.calls.size(), 3 * per_step);
+  for (const CallRecord& call : log.calls) {
+    const bool selected =
+        call.step == 1 && (call.op == detnccl::records::OpId::kAllReduce || call.op == detnccl::records::OpId::kRecv);
+    const bool hashed =
+        (call.flags & (detnccl::records::kCallInputFingerprint | detnccl::records::kCallOutputFingerprint)) != 0;
+    EXPECT_EQ(hashed, selected) << "seq " << call.seq;
+  }
+}
+
+TEST(ShimTraceWindows, MetaLevelRecordsCallsWithoutFingerprints) {
+  TempDir dir;
+  const CommandResult job = run_traced_job(2, "DETNCCL_DIR=" + dir.path() + " DETNCCL_RUN=m DETNCCL_TRACE=meta");
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  for (int rank = 0; rank < 2; ++rank) {
+    const RankLog log = read_log(rank_log(dir.path(), "m", rank));
+    check_against_script(log, rank, 2, 2, /*fingerprints_expected=*/false);
+  }
+}
+
+TEST(ShimTraceRuns, TwoRunsInRankOrderGiveIdenticalCallRecords) {
+  TempDir dir;
+  for (const char* run_name : {"a", "b"}) {
+    const CommandResult job = run_traced_job(
+        4, "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_DIR=" + dir.path() + " DETNCCL_RUN=" + run_name, "--steps 2");
+    ASSERT_EQ(job.exit_code, 0) << job.output;
+  }
+  for (int rank = 0; rank < 4; ++rank) {
+    const RankLog a = read_log(rank_log(dir.path(), "a", rank));
+    const RankLog b = read_log(rank_log(dir.path(), "b", rank));
+    ASSERT_EQ(a.calls.size(), b.calls.size());
+    for (std::size_t i = 0; i < a.calls.size(); ++i) {
+      // group ids are process-local counters, equal here because both runs made the same calls
+      EXPECT_EQ(static_cast<const detnccl::records::CallFields&>(a.calls[i]),
+                static_cast<const detnccl::records::CallFields&>(b.calls[i]))
+          << "rank " << rank << " call " << i;
+    }
+  }
+}
+
+TEST(ShimTraceRuns, AKilledRankLeavesAReadableLog) {
+  TempDir dir;
+  const CommandResult job =
+      run_traced_job(3, "DETNCCL_DIR=" + dir.path() + " DETNCCL_RUN=k", "--steps 4 --die-at-step 2");
+  EXPECT_NE(job.exit_code, 0) << job.output;
+  // Rank 1 killed itself with SIGKILL at step 2: its log holds every call of steps 0 and 1, intact, and a torn tail.
+  const RankLog log = read_log(rank_log(dir.path(), "k", 1));
+  const std::size_t per_step = detnccl::test::script_step(1, 3, 0).size();
+  EXPECT_EQ(log.calls.size(), 2 * per_step);
+  EXPECT_EQ(log.end, detnccl::records::LogEndKind::kTornTail);
+  for (std::size_t i = 0; i < log.calls.size(); ++i) EXPECT_EQ(log.calls[i].seq, i);
+}
+
+TEST(ShimConfiguration, AnInvalidSettingStopsTheJobWithAMessageNamingIt) {
+  TempDir dir;
+  const CommandResult bad_value = run_traced_job(1, "DETNCCL_DIR=" + dir.path() + " DETNCCL_TRACE=everything");
+  EXPECT_NE(bad_value.exit_code, 0);
+  EXPECT_NE(bad_value.output.find("DETNCCL_TRACE"), std::string::npos) << bad_value.output;
+  EXPECT_NE(bad_value.output.find("segments"), std::string::npos) << "accepted values are listed: " << bad_value.output;
+  EXPECT_NE(bad_value.output.find("exit status 78"), std::string::npos) << bad_value.output;
+
+  const CommandResult typo = run_traced_job(1, "DETNCCL_DIR=" + dir.path() + " DETNCCL_STPES=1");
+  EXPECT_NE(typo.exit_code, 0);
+  EXPECT_NE(typo.output.find("DETNCCL_STEPS"), std::string::npos) << "the closest name is suggested: " << typo.output;
+}
+
+TEST(ShimConfiguration, AnUnusableDirectoryWarnsOnceAndTheJobGoesOn) {
+  TempDir dir;
+  const std::string file = dir.path() + "/not-a-directory";
+  std::FILE* f = std::fopen(file.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fclose(f);
+  const CommandResult job = run_traced_job(2, "DETNCCL_DIR=" + file + "/sub DETNCCL_RUN=x");
+  EXPECT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_NE(job.output.find("tracing is off"), std::string::npos) << job.output;
+}
+
+}  // namespace

@@ -1,0 +1,161 @@
+// trace_job: the job the shim's end-to-end tests trace. Under hostnccl-run, every rank makes the calls of
+// trace_job_script.h for each step (every collective, a group with an in-place AllReduce and a Send/Recv ring,
+// in-place calls) and checks each output against the script. It marks steps through detnccl_set_step when the shim
+// is loaded (looked up with dlsym, so the job runs without the shim too).
+//   trace_job [--steps N] [--die-at-step K]   (--die-at-step: rank 1 kills itself with SIGKILL at that step)
+#include <dlfcn.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "hostnccl/launcher/bootstrap.h"
+#include "tests/trace_job_script.h"
+
+namespace {
+
+using detnccl::records::OpId;
+using detnccl::test::ScriptCall;
+
+int environment_int(const char* name, int fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? std::atoi(value) : fallback;
+}
+
+bool ok(ncclResult_t result, const char* what) {
+  if (result == ncclSuccess) return true;
+  std::fprintf(stderr, "%s failed: %s (%s)\n", what, ncclGetErrorString(result), ncclGetLastError(nullptr));
+  return false;
+}
+
+// Buffers of one call: the input (or the in-place buffer) and the output, sized as the call needs.
+struct Buffers {
+  std::vector<std::byte> input;
+  std::vector<std::byte> output;
+};
+
+ncclResult_t issue(const ScriptCall& call, Buffers& b, int rank, int nranks, ncclComm_t comm) {
+  const std::size_t element = 4;  // the script uses float32 and int32 only
+  const std::size_t block = call.count * element;
+  const std::size_t n = static_cast<std::size_t>(nranks);
+  switch (call.op) {
+    case OpId::kAllReduce:
+      if (call.in_place) {
+        b.output = call.input;
+        return ncclAllReduce(b.output.data(), b.output.data(), call.count, call.datatype, call.redop, comm, nullptr);
+      }
+      b.input = call.input;
+      b.output.assign(block, std::byte{0});
+      return ncclAllReduce(b.input.data(), b.output.data(), call.count, call.datatype, call.redop, comm, nullptr);
+    case OpId::kSend:
+      b.input = call.input;
+      return ncclSend(b.input.data(), call.count, call.datatype, call.peer, comm, nullptr);
+    case OpId::kRecv:
+      b.output.assign(block, std::byte{0});
+      return ncclRecv(b.output.data(), call.count, call.datatype, call.peer, comm, nullptr);
+    case OpId::kBroadcast:
+      b.input = rank == call.peer ? call.input : std::vector<std::byte>(block);
+      b.output.assign(block, std::byte{0});
+      return ncclBroadcast(b.input.data(), b.output.data(), call.count, call.datatype, call.peer, comm, nullptr);
+    case OpId::kAllGather:
+      b.input = call.input;
+      b.output.assign(block * n, std::byte{0});
+      return ncclAllGather(b.input.data(), b.output.data(), call.count, call.datatype, comm, nullptr);
+    case OpId::kReduceScatter:
+      b.input = call.input;
+      b.output.assign(block, std::byte{0});
+      return ncclReduceScatter(b.input.data(), b.output.data(), call.count, call.datatype, call.redop, comm, nullptr);
+    case OpId::kAlltoAll:
+      b.input = call.input;
+      b.output.assign(block * n, std::byte{0});
+      return ncclAlltoAll(b.input.data(), b.output.data(), call.count, call.datatype, comm, nullptr);
+    case OpId::kReduce:
+      b.input = call.input;
+      b.output.assign(block, std::byte{0});
+      return ncclReduce(b.input.data(), b.output.data(), call.count, call.datatype, call.redop, call.peer, comm,
+                        nullptr);
+    case OpId::kGather:
+      b.input = call.input;
+      b.output.assign(rank == call.peer ? block * n : 0, std::byte{0});
+      return ncclGather(b.input.data(), b.output.empty() ? nullptr : b.output.data(), call.count, call.datatype,
+                        call.peer, comm, nullptr);
+    case OpId::kScatter:
+      b.input = call.input;
+      b.output.assign(block, std::byte{0});
+      return ncclScatter(b.input.empty() ? nullptr : b.input.data(), b.output.data(), call.count, call.datatype,
+                         call.peer, comm, nullptr);
+    case OpId::kBcast:
+      b.output = rank == call.peer ? call.input : std::vector<std::byte>(block);
+      return ncclBcast(b.output.data(), call.count, call.datatype, call.peer, comm, nullptr);
+    default:
+      return ncclInvalidUsage;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int steps = 2;
+  int die_at_step = -1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--steps" && i + 1 < argc) {
+      steps = std::atoi(argv[++i]);
+    } else if (arg == "--die-at-step" && i + 1 < argc) {
+      die_at_step = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: %s [--steps N] [--die-at-step K]\n", argv[0]);
+      return 2;
+    }
+  }
+  const int rank = environment_int("RANK", 0);
+  const int nranks = environment_int("WORLD_SIZE", 1);
+  using SetStep = void (*)(std::uint64_t);
+  auto set_step = reinterpret_cast<SetStep>(dlsym(RTLD_DEFAULT, "detnccl_set_step"));
+
+  ncclUniqueId id;
+  std::string error;
+  if (!detnccl::share_unique_id(rank, &id, &error)) {
+    std::fprintf(stderr, "cannot share the unique id: %s\n", error.c_str());
+    return 1;
+  }
+  ncclComm_t comm = nullptr;
+  if (!ok(ncclCommInitRank(&comm, nranks, id, rank), "ncclCommInitRank")) return 1;
+
+  for (int step = 0; step < steps; ++step) {
+    if (set_step != nullptr) set_step(static_cast<std::uint64_t>(step));
+    if (step == die_at_step && rank == 1 % nranks) {
+      std::fflush(nullptr);
+      kill(getpid(), SIGKILL);
+    }
+    const std::vector<ScriptCall> calls = detnccl::test::script_step(rank, nranks, static_cast<std::uint64_t>(step));
+    std::vector<Buffers> buffers(calls.size());
+    bool in_group = false;
+    for (std::size_t c = 0; c < calls.size(); ++c) {
+      if (calls[c].grouped && !in_group) {
+        if (!ok(ncclGroupStart(), "ncclGroupStart")) return 1;
+        in_group = true;
+      }
+      if (!ok(issue(calls[c], buffers[c], rank, nranks, comm), "a traced call")) return 1;
+      const bool group_ends = in_group && (c + 1 == calls.size() || !calls[c + 1].grouped);
+      if (group_ends) {
+        if (!ok(ncclGroupEnd(), "ncclGroupEnd")) return 1;
+        in_group = false;
+      }
+    }
+    for (std::size_t c = 0; c < calls.size(); ++c) {
+      if (calls[c].has_output && buffers[c].output != calls[c].output) {
+        std::fprintf(stderr, "rank %d step %d call %zu (%s): wrong output\n", rank, step, c,
+                     std::string(detnccl::records::op_name(calls[c].op)).c_str());
+        return 1;
+      }
+    }
+  }
+  if (!ok(ncclCommDestroy(comm), "ncclCommDestroy")) return 1;
+  if (rank == 0) std::printf("trace_job: %d steps on %d ranks, every output as expected\n", steps, nranks);
+  return 0;
+}
