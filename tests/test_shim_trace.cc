@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -233,6 +234,79 @@ TEST(ShimTraceRuns, AKilledRankLeavesAReadableLog) {
   EXPECT_EQ(log.calls.size(), 2 * per_step);
   EXPECT_EQ(log.end, detnccl::records::LogEndKind::kTornTail);
   for (std::size_t i = 0; i < log.calls.size(); ++i) EXPECT_EQ(log.calls[i].seq, i);
+}
+
+// One process, four ranks on four threads calling at once: every call of every thread is in the log, intact, in
+// per-communicator order, with the right fingerprints.
+TEST(ShimTraceThreads, ThreadsDrivingDifferentCommunicatorsAreAllRecorded) {
+  TempDir dir;
+  constexpr int kRanks = 4, kCalls = 25;
+  const CommandResult job =
+      run("env DETNCCL_DIR=" + dir.path() + " DETNCCL_RUN=t LD_PRELOAD=" DETNCCL_SHIM_PATH " " DETNCCL_THREADS_JOB " " +
+          std::to_string(kRanks) + " " + std::to_string(kCalls));
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  const RankLog log = read_log(rank_log(dir.path(), "t", 0));
+  ASSERT_EQ(log.communicators.size(), static_cast<std::size_t>(kRanks));
+  ASSERT_EQ(log.calls.size(), static_cast<std::size_t>(kRanks * kCalls));
+  std::map<uint64_t, uint32_t> rank_of_ordinal;
+  for (const auto& comm : log.communicators) {
+    EXPECT_EQ(comm.origin, detnccl::records::CommOrigin::kInitAll);
+    EXPECT_EQ(comm.id, log.communicators[0].id) << "all communicators of one ncclCommInitAll share an id";
+    rank_of_ordinal[comm.ordinal] = comm.rank;
+  }
+  std::vector<bool> seen(log.calls.size(), false);
+  std::map<uint64_t, uint64_t> next_comm_seq;
+  std::vector<CallRecord> calls = log.calls;
+  std::sort(calls.begin(), calls.end(), [](const CallRecord& a, const CallRecord& b) { return a.seq < b.seq; });
+  for (const CallRecord& call : calls) {
+    ASSERT_LT(call.seq, seen.size());
+    EXPECT_FALSE(seen[call.seq]) << "sequence number used twice";
+    seen[call.seq] = true;
+    const uint64_t c = next_comm_seq[call.comm_ordinal]++;
+    EXPECT_EQ(call.comm_seq, c) << "per-communicator order";
+    const int r = static_cast<int>(rank_of_ordinal.at(call.comm_ordinal));
+    std::vector<float> in(513), out(513);
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      in[i] = static_cast<float>((r + 3 * static_cast<int>(c) + static_cast<int>(i)) % 97);
+      out[i] = 0;
+      for (int q = 0; q < kRanks; ++q)
+        out[i] += static_cast<float>((q + 3 * static_cast<int>(c) + static_cast<int>(i)) % 97);
+    }
+    EXPECT_EQ(call.input_fingerprint, detnccl::hash::fingerprint(in.data(), in.size() * sizeof(float)));
+    EXPECT_EQ(call.output_fingerprint, detnccl::hash::fingerprint(out.data(), out.size() * sizeof(float)));
+    EXPECT_EQ(call.group_id != 0, c % 2 == 1);
+  }
+}
+
+// The pure-Python helper stamps steps through the shim's C API, and does nothing without the shim.
+TEST(ShimStepHelper, PythonHelperMarksStepsOnTheRecords) {
+  TempDir dir;
+  const std::string python =
+      "env PYTHONPATH=" DETNCCL_PYTHON_HELPER_DIR " python3 " DETNCCL_STEP_HELPER_JOB " " DETNCCL_HOSTNCCL_LIBRARY;
+  const CommandResult plain = run(python);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_NE(plain.output.find("shim active: False"), std::string::npos) << plain.output;
+
+  const CommandResult traced =
+      run("env DETNCCL_DIR=" + dir.path() + " DETNCCL_RUN=py LD_PRELOAD=" DETNCCL_SHIM_PATH " " + python);
+  ASSERT_EQ(traced.exit_code, 0) << traced.output;
+  EXPECT_NE(traced.output.find("shim active: True"), std::string::npos) << traced.output;
+  const RankLog log = read_log(rank_log(dir.path(), "py", 0));
+  ASSERT_EQ(log.calls.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(log.calls[i].step, 3 + i);
+    EXPECT_EQ(log.calls[i].op, detnccl::records::OpId::kAllReduce);
+  }
+}
+
+TEST(ShimStepHelper, StepWindowWithoutStepMarkersWarnsAtExit) {
+  TempDir dir;
+  // trace_threads_job never marks a step.
+  const CommandResult job =
+      run("env DETNCCL_DIR=" + dir.path() +
+          " DETNCCL_RUN=s DETNCCL_STEPS=2-3 LD_PRELOAD=" DETNCCL_SHIM_PATH " " DETNCCL_THREADS_JOB " 2 2");
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_NE(job.output.find("never marked a step"), std::string::npos) << job.output;
 }
 
 TEST(ShimConfiguration, AnInvalidSettingStopsTheJobWithAMessageNamingIt) {
