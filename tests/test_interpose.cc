@@ -80,6 +80,17 @@ TEST(Interpose, TransparentOverTheRealNccl) {
   EXPECT_NE(direct.output.find("version 22809"), std::string::npos) << direct.output;
 }
 
+// The same with tracing on: the shim's own work never changes NCCL's answers.
+TEST(Interpose, TransparentOverTheRealNcclWithTracingOn) {
+  char dir_template[] = "/tmp/detnccl-interpose-XXXXXX";
+  const std::string dir = mkdtemp(dir_template);
+  const CommandResult direct = run(DETNCCL_PROBE_REAL);
+  const CommandResult traced = run("DETNCCL_DIR=" + dir + " DETNCCL_RUN=real " + preload(DETNCCL_PROBE_REAL));
+  EXPECT_EQ(traced.exit_code, 0);
+  EXPECT_EQ(traced.output, direct.output);
+  run("rm -rf " + dir);
+}
+
 TEST(Interpose, CallsAreRoutedThroughTheShimToTheRealNccl) {
   const CommandResult traced = run("LD_DEBUG=bindings " + preload(DETNCCL_PROBE_REAL));
   // The program's call binds to the shim, and the shim's lookup binds to the real library's strong symbol.
