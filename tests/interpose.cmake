@@ -22,7 +22,7 @@ if(TARGET hostnccl)
   target_compile_definitions(test_interpose PRIVATE DETNCCL_PROBE_HOST="$<TARGET_FILE:interpose_probe_host>")
   add_dependencies(test_interpose interpose_probe_host)
 endif()
-gtest_discover_tests(test_interpose)
+gtest_discover_tests(test_interpose PROPERTIES RESOURCE_LOCK hostnccl_shm FIXTURES_REQUIRED hostnccl_suite)
 
 # End-to-end tracing over hostnccl: trace_job under hostnccl-run with the shim preloaded.
 if(TARGET hostnccl AND TARGET hostnccl-run)
@@ -39,5 +39,6 @@ if(TARGET hostnccl AND TARGET hostnccl-run)
     DETNCCL_HOSTNCCL_LIBRARY="$<TARGET_FILE:hostnccl>" DETNCCL_STEP_HELPER_JOB="${CMAKE_CURRENT_SOURCE_DIR}/step_helper_job.py"
     DETNCCL_PYTHON_HELPER_DIR="${PROJECT_SOURCE_DIR}/interpose/python")
   add_dependencies(test_shim_trace detnccl trace_job trace_threads_job hostnccl-run)
-  gtest_discover_tests(test_shim_trace DISCOVERY_TIMEOUT 30 PROPERTIES TIMEOUT 300)
+  gtest_discover_tests(test_shim_trace DISCOVERY_TIMEOUT 30
+                       PROPERTIES TIMEOUT 300 RESOURCE_LOCK hostnccl_shm FIXTURES_REQUIRED hostnccl_suite)
 endif()

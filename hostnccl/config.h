@@ -1,0 +1,35 @@
+/* hostnccl: the environment variables that tune hostnccl, parsed once per communicator creation.
+ *
+ *   HOSTNCCL_TIMEOUT_S     seconds a call may wait without any progress before failing (default 60; 0 = never)
+ *   HOSTNCCL_REDUCE_ORDER  "arrival" (default): contributions are added in the order ranks arrive;
+ *                          "rank": in rank order 0..n-1, reproducible from run to run
+ *   HOSTNCCL_SLOT_BYTES    staging slot per rank for collectives (default 4 MiB, at least 4096)
+ *   HOSTNCCL_RING_BYTES    ring buffer per ordered rank pair for send/recv (default 1 MiB, at least 4096)
+ * The creator of a communicator's segment (rank 0) decides the reduce order and the sizes for every rank.
+ */
+#ifndef DETNCCL_HOSTNCCL_CONFIG_H
+#define DETNCCL_HOSTNCCL_CONFIG_H
+
+#include <cstddef>
+#include <string>
+
+#include "abi/nccl_abi.h"
+
+namespace hostnccl {
+
+enum class ReduceOrder : int { kArrival = 0, kRank = 1 };
+
+struct Config {
+  double timeout_s = 60.0;
+  ReduceOrder reduce_order = ReduceOrder::kArrival;
+  std::size_t slot_bytes = std::size_t{4} << 20;
+  std::size_t ring_bytes = std::size_t{1} << 20;
+};
+
+/* Reads the HOSTNCCL_* variables into *config. On a malformed value returns ncclInvalidArgument and puts a message
+ * naming the variable and the accepted values into *error. */
+ncclResult_t read_config(Config* config, std::string* error);
+
+}  // namespace hostnccl
+
+#endif  // DETNCCL_HOSTNCCL_CONFIG_H

@@ -1,0 +1,79 @@
+/* hostnccl: every operation as a non-blocking state machine.
+ *
+ * An Op never waits: advance() moves it as far as it can go right now and returns. The progress loop
+ * (progress.h) calls advance() on all of a thread's pending ops in turn, which is why grouped operations among many
+ * peers and communicators cannot deadlock: no op ever holds the thread while another op of the same thread is the
+ * one a peer needs.
+ *
+ * Ordering: collectives (and splits) of one communicator run one at a time in issue order; sends to a peer, and
+ * receives from a peer, run in issue order per (peer, direction). Ops take their place in line when created.
+ */
+#ifndef DETNCCL_HOSTNCCL_OPS_H
+#define DETNCCL_HOSTNCCL_OPS_H
+
+#include <cstddef>
+#include <memory>
+
+#include "hostnccl/comm.h"
+#include "hostnccl/reduce.h"
+
+namespace hostnccl {
+
+class Op {
+ public:
+  explicit Op(Comm* comm) : comm_(comm) {}
+  virtual ~Op() = default;
+  Op(const Op&) = delete;
+  Op& operator=(const Op&) = delete;
+
+  /* Advances without waiting; sets *progressed when anything changed. A returned error fails the whole group. */
+  virtual ncclResult_t advance(bool* progressed) = 0;
+  /* The NCCL call this op implements, for messages. */
+  virtual const char* name() const = 0;
+  /* Called once when the op's group fails before the op finished (e.g. to unlink a half-created segment). */
+  virtual void on_failure() {}
+
+  /* The communicator whose ranks the op is waiting for (the split's child once the parent's part is done). */
+  virtual const Comm* waited_comm() const { return comm_; }
+  /* The one rank of waited_comm() the op waits for, or -1 when it may wait for any of them (collectives). */
+  virtual int waited_rank() const { return -1; }
+
+  bool done() const { return done_; }
+  Comm* comm() const { return comm_; }
+
+ protected:
+  Comm* comm_;
+  bool done_ = false;
+};
+
+enum class CollKind { kAllReduce, kReduce, kBroadcast, kAllGather, kReduceScatter, kAlltoAll, kGather, kScatter };
+
+/* A collective call after argument checks. `count` is the per-rank count the NCCL call takes (count, sendcount or
+ * recvcount). */
+struct CollArgs {
+  CollKind kind = CollKind::kAllReduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  std::size_t count = 0;
+  ncclDataType_t type = ncclFloat32;
+  ReduceSpec spec;
+  int root = 0;
+};
+
+/* Joins (rank 0: creates) the communicator's segment and waits until every rank has attached. */
+std::unique_ptr<Op> make_init_op(Comm* comm);
+
+/* A collective (arguments already checked). */
+std::unique_ptr<Op> make_coll_op(Comm* comm, const CollArgs& args);
+
+/* ncclCommSplit: exchanges (color, key) over the parent, then creates and initialises the child communicator and
+ * stores it (or null for NCCL_SPLIT_NOCOLOR) in *newcomm when done. */
+std::unique_ptr<Op> make_split_op(Comm* parent, int color, int key, Comm** newcomm);
+
+/* Point-to-point: `bytes` bytes to / from `peer`. */
+std::unique_ptr<Op> make_send_op(Comm* comm, const void* data, std::size_t bytes, int peer);
+std::unique_ptr<Op> make_recv_op(Comm* comm, void* data, std::size_t bytes, int peer);
+
+}  // namespace hostnccl
+
+#endif  // DETNCCL_HOSTNCCL_OPS_H

@@ -1,0 +1,38 @@
+/* hostnccl: groups and the progress loop that drives a thread's pending operations.
+ *
+ * Every call that moves data is an Op. Outside a group it is a group of one; inside ncclGroupStart/End it waits in
+ * this thread's list until the outermost ncclGroupEnd, which drives all of them (of any number of communicators)
+ * until all are done. The loop never blocks inside an op; when nothing moves it backs off (spin, yield, then short
+ * sleeps), checks that the peers of the waiting communicators are alive and have not aborted, and gives up after
+ * HOSTNCCL_TIMEOUT_S seconds without progress.
+ */
+#ifndef DETNCCL_HOSTNCCL_PROGRESS_H
+#define DETNCCL_HOSTNCCL_PROGRESS_H
+
+#include <memory>
+#include <vector>
+
+#include "hostnccl/ops.h"
+
+namespace hostnccl {
+
+/* Drives `ops` until all are done or one fails. On failure the unfinished ops' communicators get the error as their
+ * async error and their peers are told to stop (the segment's abort flag); returns the first error. */
+ncclResult_t drive(std::vector<std::unique_ptr<Op>>& ops);
+
+/* Queues `op` in this thread's group, or drives it at once when no group is open. */
+ncclResult_t submit(std::unique_ptr<Op> op);
+
+/* True while this thread is inside ncclGroupStart/ncclGroupEnd. */
+bool in_group();
+
+/* Records an argument error of a call made inside a group: the outermost ncclGroupEnd then returns it and drops
+ * the group's operations, as NCCL does. */
+void record_group_error(ncclResult_t result);
+
+ncclResult_t group_start();
+ncclResult_t group_end();
+
+}  // namespace hostnccl
+
+#endif  // DETNCCL_HOSTNCCL_PROGRESS_H
