@@ -1,0 +1,150 @@
+#include "hostnccl/launcher/bootstrap.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+namespace detnccl {
+namespace {
+
+std::string errno_text() { return std::strerror(errno); }
+
+bool write_fully(int fd, const char* data, std::size_t size) {
+  while (size > 0) {
+    const ssize_t written = write(fd, data, size);
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data += written;
+    size -= static_cast<std::size_t>(written);
+  }
+  return true;
+}
+
+bool publish_unique_id(const std::string& path, ncclUniqueId* id, std::string* error) {
+  const ncclResult_t result = ncclGetUniqueId(id);
+  if (result != ncclSuccess) {
+    *error = std::string("ncclGetUniqueId failed: ") + ncclGetErrorString(result);
+    return false;
+  }
+  const std::string temporary = path + ".tmp." + std::to_string(getpid());
+  const int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    *error = "cannot create " + temporary + ": " + errno_text();
+    return false;
+  }
+  // RATIONALE: write, fsync, then rename: a reader sees either no file or the whole id, never part of it.
+  const bool written = write_fully(fd, id->internal, sizeof(id->internal)) && fsync(fd) == 0;
+  const std::string write_error = errno_text();
+  close(fd);
+  if (!written) {
+    unlink(temporary.c_str());
+    *error = "cannot write " + temporary + ": " + write_error;
+    return false;
+  }
+  if (rename(temporary.c_str(), path.c_str()) != 0) {
+    *error = "cannot rename " + temporary + " to " + path + ": " + errno_text();
+    unlink(temporary.c_str());
+    return false;
+  }
+  return true;
+}
+
+// Reads the published id; returns 1 on success, 0 if the file does not exist yet, -1 on an error.
+int read_unique_id(const std::string& path, ncclUniqueId* id, std::string* error) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return 0;
+    *error = "cannot open " + path + ": " + errno_text();
+    return -1;
+  }
+  std::size_t total = 0;
+  bool failed = false;
+  while (total < sizeof(id->internal)) {
+    const ssize_t count = read(fd, id->internal + total, sizeof(id->internal) - total);
+    if (count < 0 && errno == EINTR) continue;
+    if (count <= 0) {
+      failed = count < 0;
+      break;
+    }
+    total += static_cast<std::size_t>(count);
+  }
+  char extra = 0;
+  const bool longer = !failed && total == sizeof(id->internal) && read(fd, &extra, 1) > 0;
+  const std::string read_error = errno_text();
+  close(fd);
+  if (failed) {
+    *error = "cannot read " + path + ": " + read_error;
+    return -1;
+  }
+  if (total != sizeof(id->internal) || longer) {
+    // The file is renamed into place whole, so a wrong size means it is not an id written by rank 0.
+    *error = path + " does not hold a unique id (expected exactly " + std::to_string(sizeof(id->internal)) + " bytes)";
+    return -1;
+  }
+  return 1;
+}
+
+bool wait_for_unique_id(const std::string& path, std::chrono::milliseconds timeout, ncclUniqueId* id,
+                        std::string* error) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // Start with short sleeps (rank 0 usually publishes within milliseconds), back off to 50 ms.
+  std::chrono::microseconds pause(500);
+  while (true) {
+    const int found = read_unique_id(path, id, error);
+    if (found != 0) return found > 0;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      *error = "rank 0 did not publish the unique id in " + path + " within " +
+               std::to_string(std::chrono::duration<double>(timeout).count()) + " s (is rank 0 running?)";
+      return false;
+    }
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
+    pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(50));
+  }
+}
+
+}  // namespace
+
+bool share_unique_id_through_file(const std::string& path, int rank, std::chrono::milliseconds timeout,
+                                  ncclUniqueId* id, std::string* error) {
+  if (rank < 0) {
+    *error = "invalid rank " + std::to_string(rank);
+    return false;
+  }
+  if (path.empty()) {
+    *error = "the unique-id file path is empty";
+    return false;
+  }
+  return rank == 0 ? publish_unique_id(path, id, error) : wait_for_unique_id(path, timeout, id, error);
+}
+
+bool share_unique_id(int rank, ncclUniqueId* id, std::string* error) {
+  const char* path = std::getenv(kUniqueIdFileVariable);
+  if (path == nullptr || *path == '\0') {
+    *error = std::string(kUniqueIdFileVariable) +
+             " is not set: start the program with hostnccl-run (or set it to a file path that all ranks share)";
+    return false;
+  }
+  std::chrono::milliseconds timeout = kDefaultBootstrapTimeout;
+  if (const char* text = std::getenv(kBootstrapTimeoutVariable); text != nullptr && *text != '\0') {
+    char* end = nullptr;
+    const double seconds = std::strtod(text, &end);
+    if (end == text || *end != '\0' || !std::isfinite(seconds) || seconds <= 0 || seconds > 1e9) {
+      *error = std::string(kBootstrapTimeoutVariable) + "='" + text + "' is not a positive number of seconds";
+      return false;
+    }
+    timeout = std::chrono::milliseconds(static_cast<long long>(std::ceil(seconds * 1000.0)));
+  }
+  return share_unique_id_through_file(path, rank, timeout, id, error);
+}
+
+}  // namespace detnccl

@@ -1,0 +1,568 @@
+// Tests of hostnccl-run (run as a real binary on small shell jobs and, when hostnccl is built, on an NCCL job),
+// of its line prefixing, and of the unique-id bootstrap helper.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "abi/nccl_abi.h"
+#include "hostnccl/launcher/bootstrap.h"
+#include "hostnccl/launcher/line_prefixer.h"
+
+extern char** environ;
+
+// RATIONALE: this binary links detnccl_bootstrap but no NCCL, as a program may; it provides the two NCCL entry
+// points the helper calls, returning a fixed pattern, so the publish/read round trip can be checked exactly.
+namespace {
+constexpr unsigned char kFakeIdSeed = 0x5a;
+bool g_fail_get_unique_id = false;
+}  // namespace
+
+extern "C" ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
+  if (g_fail_get_unique_id) return ncclSystemError;
+  for (std::size_t i = 0; i < sizeof(uniqueId->internal); ++i) {
+    uniqueId->internal[i] = static_cast<char>(kFakeIdSeed ^ static_cast<unsigned char>(i * 7));
+  }
+  return ncclSuccess;
+}
+
+extern "C" const char* ncclGetErrorString(ncclResult_t result) {
+  return result == ncclSystemError ? "fake system error" : "fake error";
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+using detnccl::launcher::LinePrefixer;
+using std::chrono::steady_clock;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Helpers
+
+struct RunResult {
+  int exit_code = -1;  // the exit status, or 128 + signal
+  std::string out;
+  std::string err;
+  double seconds = 0;
+};
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// Splits "[rank R] rest" into R and rest; false when the line does not start with a rank prefix.
+bool parse_rank_line(const std::string& line, int* rank, std::string* rest) {
+  constexpr std::string_view kOpen = "[rank ";
+  const std::size_t close = line.find("] ");
+  if (line.rfind(kOpen, 0) != 0 || close == std::string::npos || close == kOpen.size()) return false;
+  const std::string digits = line.substr(kOpen.size(), close - kOpen.size());
+  if (digits.find_first_not_of("0123456789") != std::string::npos) return false;
+  *rank = std::stoi(digits);
+  *rest = line.substr(close + 2);
+  return true;
+}
+
+bool process_gone(pid_t pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  // A zombie waiting for init to reap it is dead too.
+  const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  const std::size_t close_paren = stat.rfind(')');
+  return close_paren != std::string::npos && close_paren + 2 < stat.size() && stat[close_paren + 2] == 'Z';
+}
+
+// Waits a little for processes killed by the launcher to disappear (their reaping by init is asynchronous).
+bool process_gone_soon(pid_t pid) {
+  const auto deadline = steady_clock::now() + std::chrono::seconds(5);
+  while (!process_gone(pid)) {
+    if (steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+class LauncherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/test_launcher.XXXXXX";
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr) << std::strerror(errno);
+    dir_ = pattern;
+    setenv("LAUNCHER_TEST_DIR", dir_.c_str(), 1);
+  }
+
+  void TearDown() override {
+    std::error_code ignored;
+    fs::remove_all(dir_, ignored);
+  }
+
+  // Runs hostnccl-run with `args`, stdout and stderr captured in files; kills it if it outlives a minute.
+  RunResult run_launcher(const std::vector<std::string>& args, std::function<void(pid_t)> while_running = {}) {
+    RunResult result;
+    const fs::path out_path = dir_ / "launcher.out";
+    const fs::path err_path = dir_ / "launcher.err";
+    std::vector<std::string> argv_strings = {HOSTNCCL_RUN_PATH};
+    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& arg : argv_strings) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const auto start = steady_clock::now();
+    pid_t pid = -1;
+    const int spawn_error = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    EXPECT_EQ(spawn_error, 0) << std::strerror(spawn_error);
+    if (spawn_error != 0) return result;
+    if (while_running) while_running(pid);
+
+    int status = 0;
+    const auto deadline = start + std::chrono::seconds(60);
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      if (steady_clock::now() > deadline) {
+        ADD_FAILURE() << "hostnccl-run did not finish within 60 s; killing it";
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    result.seconds = std::chrono::duration<double>(steady_clock::now() - start).count();
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    result.out = read_file(out_path);
+    result.err = read_file(err_path);
+    return result;
+  }
+
+  // Pids that ranks wrote into <dir>/<prefix>.<rank>.
+  std::vector<pid_t> recorded_pids(const std::string& prefix, int world_size) {
+    std::vector<pid_t> pids;
+    for (int rank = 0; rank < world_size; ++rank) {
+      const std::string text = read_file(dir_ / (prefix + "." + std::to_string(rank)));
+      if (!text.empty()) pids.push_back(static_cast<pid_t>(std::stol(text)));
+    }
+    return pids;
+  }
+
+  // Waits until every rank has written <dir>/<prefix>.<rank>.
+  bool wait_for_pid_files(const std::string& prefix, int world_size) {
+    const auto deadline = steady_clock::now() + std::chrono::seconds(20);
+    while (recorded_pids(prefix, world_size).size() != static_cast<std::size_t>(world_size)) {
+      if (steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return true;
+  }
+
+  fs::path dir_;
+};
+
+std::string diagnostics(const RunResult& result) {
+  return "exit code " + std::to_string(result.exit_code) + "\n--- stdout:\n" + result.out + "--- stderr:\n" +
+         result.err;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// LinePrefixer
+
+TEST(LinePrefixer, PrefixesEachCompleteLineAndHoldsBackTheRest) {
+  std::vector<std::string> emitted;
+  LinePrefixer prefixer("[rank 2] ", [&](std::string_view text) { emitted.emplace_back(text); });
+  prefixer.consume("alpha\nbe");
+  ASSERT_EQ(emitted.size(), 1u);
+  EXPECT_EQ(emitted[0], "[rank 2] alpha\n");
+  EXPECT_EQ(prefixer.pending_bytes(), 2u);
+  prefixer.consume("ta\ngamma\n\ndel");
+  ASSERT_EQ(emitted.size(), 2u);  // every line completed by one read goes out in one piece
+  EXPECT_EQ(emitted[1], "[rank 2] beta\n[rank 2] gamma\n[rank 2] \n");
+  prefixer.finish();
+  ASSERT_EQ(emitted.size(), 3u);
+  EXPECT_EQ(emitted[2], "[rank 2] del\n");
+  prefixer.finish();  // nothing left: no empty line is invented
+  EXPECT_EQ(emitted.size(), 3u);
+}
+
+TEST(LinePrefixer, EmitsNothingForEmptyInput) {
+  int calls = 0;
+  LinePrefixer prefixer("[rank 0] ", [&](std::string_view) { ++calls; });
+  prefixer.consume("");
+  prefixer.finish();
+  EXPECT_EQ(calls, 0);
+}
+
+TEST(LinePrefixer, FlushesAnOverlongPartialLine) {
+  std::string all;
+  LinePrefixer prefixer(
+      "> ", [&](std::string_view text) { all += text; }, /*max_pending_bytes=*/8);
+  prefixer.consume("0123456789abc");  // 13 bytes without a newline: more than 8 are held back, so out they go
+  EXPECT_EQ(all, "> 0123456789abc\n");
+  EXPECT_EQ(prefixer.pending_bytes(), 0u);
+  prefixer.consume("short");
+  EXPECT_EQ(prefixer.pending_bytes(), 5u);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Bootstrap helper (with this file's fake ncclGetUniqueId)
+
+class BootstrapTest : public LauncherTest {};
+
+TEST_F(BootstrapTest, RankZeroPublishesAndOtherRanksReadTheSameBytes) {
+  const std::string path = (dir_ / "unique-id").string();
+  ncclUniqueId published{};
+  std::string error;
+  ASSERT_TRUE(detnccl::share_unique_id_through_file(path, 0, std::chrono::seconds(1), &published, &error)) << error;
+  for (std::size_t i = 0; i < sizeof(published.internal); ++i) {
+    ASSERT_EQ(static_cast<unsigned char>(published.internal[i]), kFakeIdSeed ^ static_cast<unsigned char>(i * 7));
+  }
+  struct stat info {};
+  ASSERT_EQ(stat(path.c_str(), &info), 0);
+  EXPECT_EQ(info.st_size, static_cast<off_t>(NCCL_UNIQUE_ID_BYTES));
+  EXPECT_EQ(info.st_mode & 0777, 0600u);
+  // Only the id itself is left: the temporary file was renamed, not copied.
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+
+  for (int rank : {1, 5}) {
+    ncclUniqueId read{};
+    ASSERT_TRUE(detnccl::share_unique_id_through_file(path, rank, std::chrono::seconds(1), &read, &error)) << error;
+    EXPECT_EQ(std::memcmp(read.internal, published.internal, sizeof(read.internal)), 0);
+  }
+}
+
+TEST_F(BootstrapTest, ReaderWaitsForAnIdPublishedLater) {
+  const std::string path = (dir_ / "unique-id").string();
+  ncclUniqueId read{};
+  std::string read_error;
+  bool read_ok = false;
+  std::thread reader(
+      [&] { read_ok = detnccl::share_unique_id_through_file(path, 3, std::chrono::seconds(20), &read, &read_error); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ncclUniqueId published{};
+  std::string error;
+  ASSERT_TRUE(detnccl::share_unique_id_through_file(path, 0, std::chrono::seconds(1), &published, &error)) << error;
+  reader.join();
+  ASSERT_TRUE(read_ok) << read_error;
+  EXPECT_EQ(std::memcmp(read.internal, published.internal, sizeof(read.internal)), 0);
+}
+
+TEST_F(BootstrapTest, ReaderGivesUpAtTheDeadline) {
+  ncclUniqueId id{};
+  std::string error;
+  EXPECT_FALSE(
+      detnccl::share_unique_id_through_file((dir_ / "never").string(), 1, std::chrono::milliseconds(100), &id, &error));
+  EXPECT_NE(error.find("did not publish"), std::string::npos) << error;
+}
+
+TEST_F(BootstrapTest, RejectsAFileOfTheWrongSize) {
+  const fs::path path = dir_ / "unique-id";
+  std::ofstream(path) << "not an id";
+  ncclUniqueId id{};
+  std::string error;
+  EXPECT_FALSE(detnccl::share_unique_id_through_file(path.string(), 1, std::chrono::seconds(1), &id, &error));
+  EXPECT_NE(error.find("does not hold a unique id"), std::string::npos) << error;
+}
+
+TEST_F(BootstrapTest, ReportsAFailingGetUniqueId) {
+  g_fail_get_unique_id = true;
+  ncclUniqueId id{};
+  std::string error;
+  const bool ok =
+      detnccl::share_unique_id_through_file((dir_ / "unique-id").string(), 0, std::chrono::seconds(1), &id, &error);
+  g_fail_get_unique_id = false;
+  EXPECT_FALSE(ok);
+  EXPECT_NE(error.find("fake system error"), std::string::npos) << error;
+  EXPECT_FALSE(fs::exists(dir_ / "unique-id"));
+}
+
+TEST_F(BootstrapTest, NeedsTheIdFileVariable) {
+  unsetenv("HOSTNCCL_ID_FILE");
+  ncclUniqueId id{};
+  std::string error;
+  EXPECT_FALSE(detnccl::share_unique_id(1, &id, &error));
+  EXPECT_NE(error.find("HOSTNCCL_ID_FILE is not set"), std::string::npos) << error;
+}
+
+TEST_F(BootstrapTest, ReadsTheEnvironment) {
+  const std::string path = (dir_ / "unique-id").string();
+  setenv("HOSTNCCL_ID_FILE", path.c_str(), 1);
+  setenv("HOSTNCCL_TIMEOUT_S", "soon", 1);
+  ncclUniqueId id{};
+  std::string error;
+  EXPECT_FALSE(detnccl::share_unique_id(1, &id, &error));
+  EXPECT_NE(error.find("HOSTNCCL_TIMEOUT_S='soon'"), std::string::npos) << error;
+
+  setenv("HOSTNCCL_TIMEOUT_S", "0.1", 1);
+  EXPECT_FALSE(detnccl::share_unique_id(1, &id, &error));  // nothing published yet: gives up after 0.1 s
+  EXPECT_NE(error.find("did not publish"), std::string::npos) << error;
+  ASSERT_TRUE(detnccl::share_unique_id(0, &id, &error)) << error;
+  ncclUniqueId read{};
+  ASSERT_TRUE(detnccl::share_unique_id(1, &read, &error)) << error;
+  EXPECT_EQ(std::memcmp(read.internal, id.internal, sizeof(id.internal)), 0);
+  unsetenv("HOSTNCCL_ID_FILE");
+  unsetenv("HOSTNCCL_TIMEOUT_S");
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// hostnccl-run on shell jobs
+
+TEST_F(LauncherTest, SetsTheTorchrunEnvironmentForEveryRank) {
+  setenv("RANK", "99", 1);  // the launcher's own value must not leak into the ranks
+  setenv("LAUNCHER_TEST_KEPT", "kept-value", 1);
+  const RunResult result =
+      run_launcher({"-n", "3", "sh", "-c",
+                    "echo \"env $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR $LAUNCHER_TEST_KEPT\"; "
+                    "echo \"port $MASTER_PORT\"; echo \"idfile $HOSTNCCL_ID_FILE\"; "
+                    "echo \"mode $(stat -c %a \"$(dirname \"$HOSTNCCL_ID_FILE\")\")\""});
+  unsetenv("RANK");
+  unsetenv("LAUNCHER_TEST_KEPT");
+  ASSERT_EQ(result.exit_code, 0) << diagnostics(result);
+
+  std::map<int, std::map<std::string, std::string>> seen;  // rank -> first word -> rest of the line
+  for (const std::string& line : split_lines(result.out)) {
+    int rank = -1;
+    std::string rest;
+    ASSERT_TRUE(parse_rank_line(line, &rank, &rest)) << line;
+    const std::size_t space = rest.find(' ');
+    ASSERT_NE(space, std::string::npos) << line;
+    seen[rank][rest.substr(0, space)] = rest.substr(space + 1);
+  }
+  ASSERT_EQ(seen.size(), 3u) << result.out;
+  const std::string id_file = seen[0]["idfile"];
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string r = std::to_string(rank);
+    EXPECT_EQ(seen[rank]["env"], r + " 3 " + r + " 3 127.0.0.1 kept-value");
+    EXPECT_EQ(seen[rank]["idfile"], id_file) << "every rank must get the same id file";
+    EXPECT_EQ(seen[rank]["port"], seen[0]["port"]);
+    EXPECT_EQ(seen[rank]["mode"], "700") << "the id directory must be private";
+  }
+  const int port = std::stoi(seen[0]["port"]);
+  EXPECT_GT(port, 0);
+  EXPECT_LT(port, 65536);
+  EXPECT_EQ(fs::path(id_file).filename(), "unique-id");
+  EXPECT_FALSE(fs::exists(fs::path(id_file).parent_path())) << "the private directory must be removed at exit";
+}
+
+TEST_F(LauncherTest, KeepsAMasterPortTheUserSet) {
+  setenv("MASTER_PORT", "29555", 1);
+  const RunResult result = run_launcher({"-n", "2", "sh", "-c", "echo port=$MASTER_PORT"});
+  unsetenv("MASTER_PORT");
+  ASSERT_EQ(result.exit_code, 0) << diagnostics(result);
+  EXPECT_NE(result.out.find("[rank 0] port=29555\n"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("[rank 1] port=29555\n"), std::string::npos) << result.out;
+}
+
+TEST_F(LauncherTest, RelaysStdoutAndStderrSeparatelyAndFlushesAPartialLine) {
+  const RunResult result =
+      run_launcher({"-n", "2", "--", "sh", "-c", "echo out-$RANK; echo err-$RANK >&2; printf tail-$RANK"});
+  ASSERT_EQ(result.exit_code, 0) << diagnostics(result);
+  for (const std::string rank : {"0", "1"}) {
+    const std::string prefix = "[rank " + rank + "] ";
+    EXPECT_NE(result.out.find(prefix + "out-" + rank + "\n"), std::string::npos) << result.out;
+    EXPECT_NE(result.out.find(prefix + "tail-" + rank + "\n"), std::string::npos) << result.out;
+    EXPECT_NE(result.err.find(prefix + "err-" + rank + "\n"), std::string::npos) << result.err;
+  }
+  EXPECT_EQ(result.out.find("err-"), std::string::npos) << result.out;
+  EXPECT_EQ(result.err.find("out-"), std::string::npos) << result.err;
+}
+
+TEST_F(LauncherTest, NeverSplitsOrMixesLinesOfConcurrentRanks) {
+  constexpr int kRanks = 4;
+  constexpr int kLines = 300;
+  // Each line is long enough that lines of different ranks would mix if the launcher passed bytes on unsplit.
+  const std::string script = "i=0; pad=$(printf '%0200d' 0); while [ $i -lt " + std::to_string(kLines) +
+                             " ]; do echo \"r$RANK-line-$i $pad\"; i=$((i+1)); done";
+  const RunResult result = run_launcher({"-n", std::to_string(kRanks), "sh", "-c", script});
+  ASSERT_EQ(result.exit_code, 0) << diagnostics(result);
+  const std::string pad(200, '0');
+  std::vector<int> next_line(kRanks, 0);
+  for (const std::string& line : split_lines(result.out)) {
+    int rank = -1;
+    std::string rest;
+    ASSERT_TRUE(parse_rank_line(line, &rank, &rest)) << "line without its prefix: " << line;
+    ASSERT_TRUE(rank >= 0 && rank < kRanks) << line;
+    // RATIONALE: built with += because GCC 12 at -O3 warns falsely (-Wrestrict) on "literal" + std::string.
+    std::string expected = "r";
+    expected += std::to_string(rank);
+    expected += "-line-";
+    expected += std::to_string(next_line[static_cast<std::size_t>(rank)]++);
+    expected += " ";
+    expected += pad;
+    ASSERT_EQ(rest, expected) << "mixed, split or reordered line: " << line;
+  }
+  for (int rank = 0; rank < kRanks; ++rank) EXPECT_EQ(next_line[static_cast<std::size_t>(rank)], kLines);
+}
+
+TEST_F(LauncherTest, NoPrefixPassesOutputThrough) {
+  const RunResult result = run_launcher({"-n", "2", "--no-prefix", "sh", "-c", "echo plain-$RANK"});
+  ASSERT_EQ(result.exit_code, 0) << diagnostics(result);
+  std::vector<std::string> lines = split_lines(result.out);
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(lines, (std::vector<std::string>{"plain-0", "plain-1"}));
+}
+
+TEST_F(LauncherTest, PropagatesTheFailingRanksExitCodeAndStopsEveryOtherProcess) {
+  // Every rank starts a background child and records both pids; rank 1 fails once the others are running.
+  const std::string script =
+      "d=$LAUNCHER_TEST_DIR; sleep 30 & echo $! > $d/child.$RANK; echo $$ > $d/pid.$RANK; "
+      "if [ $RANK = 1 ]; then i=0; while [ $i -lt 1000 ] && { [ ! -s $d/pid.0 ] || [ ! -s $d/pid.2 ]; }; do "
+      "sleep 0.01; i=$((i+1)); done; echo failing >&2; exit 7; fi; wait";
+  const RunResult result = run_launcher({"-n", "3", "sh", "-c", script});
+  EXPECT_EQ(result.exit_code, 7) << diagnostics(result);
+  EXPECT_NE(result.err.find("[rank 1] failing\n"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("hostnccl-run: rank 1 exited with code 7; stopping the other 2 rank(s)"), std::string::npos)
+      << result.err;
+  // The ranks would sleep 30 s on their own; the launcher must not have waited for that.
+  EXPECT_LT(result.seconds, 25) << diagnostics(result);
+  std::vector<pid_t> pids = recorded_pids("pid", 3);
+  const std::vector<pid_t> children = recorded_pids("child", 3);
+  ASSERT_EQ(pids.size(), 3u);
+  ASSERT_EQ(children.size(), 3u);
+  pids.insert(pids.end(), children.begin(), children.end());
+  for (const pid_t pid : pids) EXPECT_TRUE(process_gone_soon(pid)) << "process " << pid << " survived the job";
+}
+
+TEST_F(LauncherTest, ReportsARankKilledByASignalAs128PlusTheSignal) {
+  const RunResult result = run_launcher({"-n", "2", "sh", "-c", "if [ $RANK = 1 ]; then kill -KILL $$; fi; sleep 30"});
+  EXPECT_EQ(result.exit_code, 128 + SIGKILL) << diagnostics(result);
+  EXPECT_NE(result.err.find("rank 1 was killed by signal 9"), std::string::npos) << result.err;
+  EXPECT_LT(result.seconds, 25) << diagnostics(result);
+}
+
+TEST_F(LauncherTest, TimeoutStopsTheJobWithCode124) {
+  const RunResult result = run_launcher({"-n", "2", "--timeout", "0.5", "sh", "-c", "echo started; sleep 30"});
+  EXPECT_EQ(result.exit_code, 124) << diagnostics(result);
+  EXPECT_NE(result.err.find("timeout"), std::string::npos) << result.err;
+  EXPECT_NE(result.out.find("[rank 1] started\n"), std::string::npos) << result.out;
+  EXPECT_LT(result.seconds, 25) << diagnostics(result);
+}
+
+TEST_F(LauncherTest, KillsRanksThatIgnoreSigtermAfterTheGracePeriod) {
+  // `trap '' TERM` is inherited by sleep too: only SIGKILL ends these ranks.
+  const std::string script = "trap '' TERM; echo $$ > $LAUNCHER_TEST_DIR/pid.$RANK; sleep 30";
+  const RunResult result = run_launcher({"-n", "2", "--timeout", "0.5", "--grace", "0.5", "sh", "-c", script});
+  EXPECT_EQ(result.exit_code, 124) << diagnostics(result);
+  EXPECT_LT(result.seconds, 25) << diagnostics(result);
+  for (const pid_t pid : recorded_pids("pid", 2)) EXPECT_TRUE(process_gone_soon(pid)) << pid;
+}
+
+TEST_F(LauncherTest, ForwardsSigtermToTheRanks) {
+  const std::string script = "echo $$ > $LAUNCHER_TEST_DIR/pid.$RANK; sleep 30";
+  const RunResult result = run_launcher({"-n", "2", "sh", "-c", script}, [&](pid_t launcher) {
+    ASSERT_TRUE(wait_for_pid_files("pid", 2));
+    kill(launcher, SIGTERM);
+  });
+  EXPECT_EQ(result.exit_code, 128 + SIGTERM) << diagnostics(result);
+  EXPECT_NE(result.err.find("forwarding it to all ranks"), std::string::npos) << result.err;
+  EXPECT_LT(result.seconds, 25) << diagnostics(result);
+  for (const pid_t pid : recorded_pids("pid", 2)) EXPECT_TRUE(process_gone_soon(pid)) << pid;
+}
+
+TEST_F(LauncherTest, ReportsAProgramThatCannotBeExecuted) {
+  // Executable by mode, but neither an ELF file nor a script: execve fails (ENOEXEC) in every rank.
+  const fs::path bogus = dir_ / "not-a-program";
+  std::ofstream(bogus) << '\x7f' << "ELF but not really";
+  fs::permissions(bogus, fs::perms::owner_all);
+  const RunResult result = run_launcher({"-n", "2", bogus.string()});
+  EXPECT_EQ(result.exit_code, 127) << diagnostics(result);
+  EXPECT_NE(result.err.find("cannot execute " + bogus.string()), std::string::npos) << result.err;
+}
+
+TEST_F(LauncherTest, RejectsBadArgumentsWithCode2) {
+  const fs::path not_executable = dir_ / "data.txt";
+  std::ofstream(not_executable) << "data";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"true"}, "--nproc is required"},
+      {{"-n", "0", "true"}, "not in range"},
+      {{"-n", "-3", "true"}, ""},
+      {{"-n", "two", "true"}, ""},
+      {{"-n", "2"}, "no PROGRAM given"},
+      {{"-n", "2", "--"}, "no PROGRAM given"},
+      {{"-n", "2", "--timeout", "-1", "true"}, ""},
+      {{"-n", "2", "--bogus", "true"}, "unknown option --bogus"},
+      {{"-n", "2", "surely-no-such-program-here"}, "'surely-no-such-program-here' was not found in PATH"},
+      {{"-n", "2", not_executable.string()}, "is not an executable file"},
+      {{"-n", "2", dir_.string()}, "is not an executable file"},
+  };
+  for (const auto& [args, message] : cases) {
+    const RunResult result = run_launcher(args);
+    std::string joined;
+    for (const std::string& arg : args) joined += arg + " ";
+    EXPECT_EQ(result.exit_code, 2) << joined << "\n" << diagnostics(result);
+    EXPECT_FALSE(result.err.empty()) << joined;
+    EXPECT_NE(result.err.find(message), std::string::npos) << joined << "\n" << result.err;
+    EXPECT_TRUE(result.out.empty()) << joined << "\n" << result.out;
+  }
+}
+
+TEST_F(LauncherTest, HelpDescribesTheUsage) {
+  const RunResult result = run_launcher({"--help"});
+  EXPECT_EQ(result.exit_code, 0) << diagnostics(result);
+  EXPECT_NE(result.out.find("hostnccl-run -n N"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("--timeout"), std::string::npos) << result.out;
+}
+
+#ifdef LAUNCHER_ALLREDUCE_JOB_PATH
+// ---------------------------------------------------------------------------------------------------------------
+// hostnccl-run on an NCCL job (the bootstrap helper + hostnccl)
+
+class LauncherNcclJobTest : public LauncherTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(LauncherNcclJobTest, EveryRankGetsTheSumOfAllRanksInputs) {
+  const int world_size = GetParam();
+  const RunResult result =
+      run_launcher({"-n", std::to_string(world_size), "--timeout", "60", LAUNCHER_ALLREDUCE_JOB_PATH});
+  ASSERT_EQ(result.exit_code, 0) << diagnostics(result);
+  // The job sends (rank + 1) * 1000 + i at index i; the test sums that over the ranks on its own.
+  long long first = 0;
+  for (int rank = 0; rank < world_size; ++rank) first += (rank + 1) * 1000LL;
+  const long long last = first + static_cast<long long>(world_size) * 1026;  // the job's count is 1027
+  for (int rank = 0; rank < world_size; ++rank) {
+    const std::string expected = "[rank " + std::to_string(rank) + "] allreduce ok: rank " + std::to_string(rank) +
+                                 " of " + std::to_string(world_size) + ", first " + std::to_string(first) + ", last " +
+                                 std::to_string(last) + "\n";
+    EXPECT_NE(result.out.find(expected), std::string::npos) << expected << diagnostics(result);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, LauncherNcclJobTest, ::testing::Values(1, 3, 4));
+
+TEST_F(LauncherTest, StopsAnNcclJobWhenOneRankDiesBetweenCollectives) {
+  // Rank 2 exits after the first allreduce: ranks 0 and 1 would wait for it in the second one; the launcher must
+  // stop them.
+  setenv("LAUNCHER_JOB_FAIL_RANK", "2", 1);
+  const RunResult result = run_launcher({"-n", "3", "--timeout", "60", LAUNCHER_ALLREDUCE_JOB_PATH});
+  unsetenv("LAUNCHER_JOB_FAIL_RANK");
+  EXPECT_EQ(result.exit_code, 3) << diagnostics(result);
+  EXPECT_NE(result.err.find("rank 2 exited with code 3"), std::string::npos) << result.err;
+  EXPECT_LT(result.seconds, 50) << diagnostics(result);
+}
+#endif
+
+}  // namespace
