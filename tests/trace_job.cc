@@ -2,14 +2,23 @@
 // trace_job_script.h for each step (every collective, a group with an in-place AllReduce and a Send/Recv ring,
 // in-place calls) and checks each output against the script. It marks steps through detnccl_set_step when the shim
 // is loaded (looked up with dlsym, so the job runs without the shim too).
-//   trace_job [--steps N] [--die-at-step K]   (--die-at-step: rank 1 kills itself with SIGKILL at that step)
+//   trace_job [--steps N] [--first-step K] [--die-at-step K] [--perturb-rank R --perturb-step K] [--wide-allreduce]
+//   --first-step K    start at step K, like a job resumed from a checkpoint taken before step K
+//   --die-at-step K   rank 1 kills itself with SIGKILL at that step
+//   --perturb-rank R --perturb-step K
+//                     rank R changes element 0 of every input of step K by one ulp (float; +1 for int32), as a compute
+//                     bug before the step's first AllReduce would; outputs of step K are then not checked
+//   --wide-allreduce  instead of the script, one fp32 AllReduce per step of values spanning 40 orders of magnitude
+//                     (their sum depends on the order of addition); outputs are not checked
 #include <dlfcn.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -96,19 +105,64 @@ ncclResult_t issue(const ScriptCall& call, Buffers& b, int rank, int nranks, ncc
   }
 }
 
+// One ulp more at element 0 of the call's input (float32) or one more (int32).
+void perturb_input(ScriptCall& call) {
+  if (call.input.empty()) return;
+  if (call.datatype == ncclFloat32) {
+    float value;
+    std::memcpy(&value, call.input.data(), sizeof value);
+    value = std::nextafter(value, INFINITY);
+    std::memcpy(call.input.data(), &value, sizeof value);
+  } else {
+    std::int32_t value;
+    std::memcpy(&value, call.input.data(), sizeof value);
+    ++value;
+    std::memcpy(call.input.data(), &value, sizeof value);
+  }
+}
+
+// Values of rank r at step s spanning 40 decimal orders of magnitude, both signs (as
+// examples/allreduce_variation): their fp32 sum depends on the order of addition.
+std::vector<float> wide_magnitude_values(int rank, int step, std::size_t count) {
+  std::mt19937_64 generator(0x5eed0000u + static_cast<unsigned>(rank) * 7919u + static_cast<unsigned>(step));
+  std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
+  std::uniform_int_distribution<int> exponent(-20, 20);
+  std::vector<float> values(count);
+  for (float& v : values) {
+    v = (generator() & 1 ? -1.0f : 1.0f) * mantissa(generator) *
+        std::pow(10.0f, static_cast<float>(exponent(generator)));
+  }
+  return values;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int steps = 2;
+  int first_step = 0;
   int die_at_step = -1;
+  int perturb_rank = -1;
+  int perturb_step = -1;
+  bool wide_allreduce = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--steps" && i + 1 < argc) {
       steps = std::atoi(argv[++i]);
+    } else if (arg == "--first-step" && i + 1 < argc) {
+      first_step = std::atoi(argv[++i]);
     } else if (arg == "--die-at-step" && i + 1 < argc) {
       die_at_step = std::atoi(argv[++i]);
+    } else if (arg == "--perturb-rank" && i + 1 < argc) {
+      perturb_rank = std::atoi(argv[++i]);
+    } else if (arg == "--perturb-step" && i + 1 < argc) {
+      perturb_step = std::atoi(argv[++i]);
+    } else if (arg == "--wide-allreduce") {
+      wide_allreduce = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--steps N] [--die-at-step K]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--steps N] [--first-step K] [--die-at-step K] [--perturb-rank R --perturb-step K] "
+                   "[--wide-allreduce]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -126,13 +180,26 @@ int main(int argc, char** argv) {
   ncclComm_t comm = nullptr;
   if (!ok(ncclCommInitRank(&comm, nranks, id, rank), "ncclCommInitRank")) return 1;
 
-  for (int step = 0; step < steps; ++step) {
+  for (int step = first_step; step < steps; ++step) {
     if (set_step != nullptr) set_step(static_cast<std::uint64_t>(step));
     if (step == die_at_step && rank == 1 % nranks) {
       std::fflush(nullptr);
       kill(getpid(), SIGKILL);
     }
-    const std::vector<ScriptCall> calls = detnccl::test::script_step(rank, nranks, static_cast<std::uint64_t>(step));
+    if (wide_allreduce) {
+      const std::vector<float> input = wide_magnitude_values(rank, step, 4096);
+      std::vector<float> output(input.size());
+      if (!ok(ncclAllReduce(input.data(), output.data(), input.size(), ncclFloat32, ncclSum, comm, nullptr),
+              "ncclAllReduce")) {
+        return 1;
+      }
+      continue;
+    }
+    std::vector<ScriptCall> calls = detnccl::test::script_step(rank, nranks, static_cast<std::uint64_t>(step));
+    const bool perturbed_step = step == perturb_step;
+    if (perturbed_step && rank == perturb_rank) {
+      for (ScriptCall& call : calls) perturb_input(call);
+    }
     std::vector<Buffers> buffers(calls.size());
     bool in_group = false;
     for (std::size_t c = 0; c < calls.size(); ++c) {
@@ -147,7 +214,7 @@ int main(int argc, char** argv) {
         in_group = false;
       }
     }
-    for (std::size_t c = 0; c < calls.size(); ++c) {
+    for (std::size_t c = 0; c < calls.size() && !perturbed_step; ++c) {
       if (calls[c].has_output && buffers[c].output != calls[c].output) {
         std::fprintf(stderr, "rank %d step %d call %zu (%s): wrong output\n", rank, step, c,
                      std::string(detnccl::records::op_name(calls[c].op)).c_str());
@@ -156,6 +223,12 @@ int main(int argc, char** argv) {
     }
   }
   if (!ok(ncclCommDestroy(comm), "ncclCommDestroy")) return 1;
-  if (rank == 0) std::printf("trace_job: %d steps on %d ranks, every output as expected\n", steps, nranks);
+  if (rank == 0) {
+    // The perturbed step's outputs are not checked (the script's expectations hold for unperturbed inputs only).
+    std::printf("trace_job: %d steps on %d ranks, %s\n", steps - first_step, nranks,
+                wide_allreduce      ? "one unchecked wide-magnitude AllReduce per step"
+                : perturb_step >= 0 ? "outputs checked except at the perturbed step"
+                                    : "every output as expected");
+  }
   return 0;
 }

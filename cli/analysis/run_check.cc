@@ -1,0 +1,536 @@
+// detnccl analysis: cross-rank consistency of one run (see run_check.h).
+#include "cli/analysis/run_check.h"
+
+#include <algorithm>
+#include <exception>
+#include <functional>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+
+#include "cli/analysis/call_layout.h"
+#include "cli/analysis/parallel.h"
+#include "hash/fingerprint.h"
+
+namespace detnccl::analysis {
+namespace {
+
+using records::CallFields;
+using records::OpId;
+
+struct GroupKey {
+  std::uint64_t comm_id;
+  std::uint64_t index;
+  friend bool operator==(const GroupKey&, const GroupKey&) = default;
+};
+struct PairKey {
+  std::uint64_t comm_id;
+  std::uint32_t sender;
+  std::uint32_t receiver;
+  std::uint64_t index;
+  friend bool operator==(const PairKey&, const PairKey&) = default;
+};
+struct KeyHash {
+  std::size_t operator()(const GroupKey& key) const noexcept {
+    return std::hash<std::uint64_t>()(key.comm_id ^ (key.index * 0x9E3779B97F4A7C15ull));
+  }
+  std::size_t operator()(const PairKey& key) const noexcept {
+    return std::hash<std::uint64_t>()(key.comm_id ^ (key.index * 0x9E3779B97F4A7C15ull) ^
+                                      (std::uint64_t{key.sender} << 32 | key.receiver));
+  }
+};
+
+// One rank's call in a group.
+struct Member {
+  std::uint32_t rank = 0;  // global
+  CallInRun call;
+  std::uint32_t comm_rank() const noexcept { return call.communicator.rank; }
+  bool has_input() const noexcept { return (call.call.flags & records::kCallInputFingerprint) != 0; }
+  bool has_output() const noexcept { return (call.call.flags & records::kCallOutputFingerprint) != 0; }
+};
+
+struct Group {
+  std::uint32_t nranks = 0;
+  std::vector<Member> members;
+};
+
+std::string ranks_text(const std::vector<std::uint32_t>& ranks) {
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < ranks.size() && i < 8; ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
+  if (ranks.size() > 8) text += " and " + std::to_string(ranks.size() - 8) + " more";
+  return text;
+}
+
+std::string where(const Member& first, std::uint64_t index) {
+  return std::string(records::op_name(first.call.call.op)) + " #" + std::to_string(index) + " on communicator " +
+         hash::format_digest(first.call.communicator.id) + " (step " + std::to_string(first.call.call.step) + ")";
+}
+
+class Checker {
+ public:
+  Checker(CheckResult& result, const CheckOptions& options) : result_(result), options_(options) {}
+
+  void add(std::uint32_t rank, const CallInRun& call) {
+    ++result_.calls;
+    const std::uint64_t comm_id = call.communicator.id;
+    const std::uint32_t comm_rank = call.communicator.rank;
+    global_of_[{comm_id, comm_rank}] = rank;
+    if (is_point_to_point(call.call.op)) {
+      const auto peer = static_cast<std::uint32_t>(call.call.peer);
+      const bool send = call.call.op == OpId::kSend;
+      const PairKey key{comm_id, send ? comm_rank : peer, send ? peer : comm_rank, call.pair_index};
+      const auto found = pairs_.find(key);
+      if (found == pairs_.end()) {
+        pairs_.emplace(key, Member{rank, call});
+      } else {
+        check_pair(found->second, Member{rank, call}, key);
+        pairs_.erase(found);
+      }
+      return;
+    }
+    const GroupKey key{comm_id, call.collective_index};
+    Group& group = groups_[key];
+    if (group.members.empty()) group.nranks = call.communicator.nranks;
+    group.members.push_back(Member{rank, call});
+    if (group.nranks != 0 && group.members.size() >= group.nranks) {
+      check_group(group, key);
+      groups_.erase(key);
+    }
+  }
+
+  // After the last call: whatever is still pending lacks members.
+  void finish() {
+    struct Incomplete {
+      GroupKey key;
+      OpId op;
+      std::uint64_t step;
+      std::vector<std::uint32_t> missing;
+    };
+    std::vector<Incomplete> incomplete;
+    for (auto& [key, group] : groups_) {
+      check_group(group, key);
+      std::set<std::uint32_t> present;
+      for (const Member& member : group.members) present.insert(member.comm_rank());
+      std::vector<std::uint32_t> missing;
+      for (std::uint32_t r = 0; r < group.nranks; ++r) {
+        if (present.count(r) == 0) {
+          const auto global = global_of_.find({key.comm_id, r});
+          missing.push_back(global != global_of_.end() ? global->second : r);
+        }
+      }
+      std::sort(missing.begin(), missing.end());
+      const Member& first = lowest(group);
+      incomplete.push_back({key, first.call.call.op, first.call.call.step, std::move(missing)});
+    }
+    std::sort(incomplete.begin(), incomplete.end(), [](const Incomplete& x, const Incomplete& y) {
+      return std::tie(x.key.comm_id, x.key.index) < std::tie(y.key.comm_id, y.key.index);
+    });
+    // RATIONALE: a rank that died leaves every later collective incomplete; one finding per run of collectives
+    // with the same missing ranks says it once.
+    for (std::size_t i = 0; i < incomplete.size();) {
+      std::size_t j = i + 1;
+      while (j < incomplete.size() && incomplete[j].key.comm_id == incomplete[i].key.comm_id &&
+             incomplete[j].key.index == incomplete[j - 1].key.index + 1 &&
+             incomplete[j].missing == incomplete[i].missing) {
+        ++j;
+      }
+      const Incomplete& first = incomplete[i];
+      CheckFinding finding;
+      finding.kind = CheckFindingKind::kNotAllJoined;
+      finding.comm_id = first.key.comm_id;
+      finding.index = first.key.index;
+      finding.count = j - i;
+      finding.op = first.op;
+      finding.step = first.step;
+      finding.ranks = first.missing;
+      finding.message = "not all ranks joined: " + ranks_text(first.missing) + " never made " +
+                        std::string(records::op_name(first.op)) + " #" + std::to_string(first.key.index) +
+                        " on communicator " + hash::format_digest(first.key.comm_id) + " (step " +
+                        std::to_string(first.step) + ")" +
+                        (j - i > 1 ? " nor the " + std::to_string(j - i - 1) + " collectives after it" : "");
+      add_finding(std::move(finding));
+      i = j;
+    }
+    for (auto& [key, member] : pairs_) {
+      const bool send = member.call.call.op == OpId::kSend;
+      const auto other = global_of_.find({key.comm_id, send ? key.receiver : key.sender});
+      const std::string other_name = other != global_of_.end()
+                                         ? "rank " + std::to_string(other->second)
+                                         : "communicator rank " + std::to_string(send ? key.receiver : key.sender);
+      CheckFinding finding;
+      finding.kind = CheckFindingKind::kUnmatchedPointToPoint;
+      finding.comm_id = key.comm_id;
+      finding.index = key.index;
+      finding.op = member.call.call.op;
+      finding.step = member.call.call.step;
+      finding.ranks = {other != global_of_.end() ? other->second : member.rank};
+      finding.message = "rank " + std::to_string(member.rank) + "'s " + (send ? "Send #" : "Recv #") +
+                        std::to_string(key.index) + (send ? " to " : " from ") + other_name + " (step " +
+                        std::to_string(finding.step) + ") has no matching " + (send ? "Recv" : "Send") + " on " +
+                        other_name;
+      add_finding(std::move(finding));
+    }
+    std::sort(result_.findings.begin(), result_.findings.end(), [](const CheckFinding& x, const CheckFinding& y) {
+      return std::tie(x.step, x.comm_id, x.index) < std::tie(y.step, y.comm_id, y.index);
+    });
+  }
+
+ private:
+  static const Member& lowest(const Group& group) {
+    return *std::min_element(group.members.begin(), group.members.end(),
+                             [](const Member& x, const Member& y) { return x.comm_rank() < y.comm_rank(); });
+  }
+
+  void add_finding(CheckFinding finding) {
+    ++result_.finding_counts[finding.kind];
+    if (result_.findings.size() < options_.findings_kept) result_.findings.push_back(std::move(finding));
+  }
+
+  // Members whose value of a field differs from the most common one; empty when all agree.
+  template <typename Value>
+  std::vector<std::uint32_t> odd_ones(const Group& group, const std::function<Value(const Member&)>& value,
+                                      std::string& description) {
+    std::map<Value, std::vector<std::uint32_t>> by_value;
+    for (const Member& member : group.members) by_value[value(member)].push_back(member.rank);
+    if (by_value.size() <= 1) return {};
+    auto majority = by_value.begin();
+    for (auto it = by_value.begin(); it != by_value.end(); ++it) {
+      if (it->second.size() > majority->second.size()) majority = it;
+    }
+    std::vector<std::uint32_t> odd;
+    description.clear();
+    for (auto& [v, ranks] : by_value) {
+      std::sort(ranks.begin(), ranks.end());
+      if (!description.empty()) description += "; ";
+      description += ranks_text(ranks) + ": " + to_text(v);
+      if (&ranks != &majority->second) odd.insert(odd.end(), ranks.begin(), ranks.end());
+    }
+    std::sort(odd.begin(), odd.end());
+    return odd;
+  }
+  static std::string to_text(OpId op) { return std::string(records::op_name(op)); }
+  static std::string to_text(std::uint64_t v) { return std::to_string(v); }
+  static std::string to_text(std::int64_t v) { return std::to_string(v); }
+
+  bool check_metadata(const Group& group, const GroupKey& key) {
+    const Member& first = lowest(group);
+    std::string description;
+    const auto report = [&](CheckFindingKind kind, std::vector<std::uint32_t> odd, const std::string& what) {
+      CheckFinding finding;
+      finding.kind = kind;
+      finding.comm_id = key.comm_id;
+      finding.index = key.index;
+      finding.op = first.call.call.op;
+      finding.step = first.call.call.step;
+      finding.ranks = std::move(odd);
+      finding.message = std::string(check_finding_name(kind)) + " at collective #" + std::to_string(key.index) +
+                        " on communicator " + hash::format_digest(key.comm_id) + " (step " +
+                        std::to_string(finding.step) + "): " + what + " — the members' control flow diverged";
+      add_finding(std::move(finding));
+    };
+    if (auto odd = odd_ones<OpId>(
+            group, [](const Member& m) { return m.call.call.op; }, description);
+        !odd.empty()) {
+      report(CheckFindingKind::kTypeMismatch, std::move(odd), description);
+      return false;
+    }
+    bool consistent = true;
+    const auto field = [&](CheckFindingKind kind, const char* name, std::function<std::int64_t(const Member&)> value) {
+      if (auto odd = odd_ones<std::int64_t>(group, value, description); !odd.empty()) {
+        report(kind, std::move(odd), std::string(name) + " " + description);
+        consistent = false;
+      }
+    };
+    field(CheckFindingKind::kSizeMismatch, "count",
+          [](const Member& m) { return static_cast<std::int64_t>(m.call.call.count); });
+    field(CheckFindingKind::kDtypeMismatch, "datatype",
+          [](const Member& m) { return std::int64_t{m.call.call.datatype}; });
+    field(CheckFindingKind::kRedopMismatch, "reduction",
+          [](const Member& m) { return std::int64_t{m.call.call.redop}; });
+    if (is_rooted(first.call.call.op)) {
+      field(CheckFindingKind::kRootMismatch, "root", [](const Member& m) { return std::int64_t{m.call.call.peer}; });
+    }
+    return consistent;
+  }
+
+  void content_failure(const Group& group, const GroupKey& key, std::vector<std::uint32_t> ranks,
+                       const std::string& what) {
+    const Member& first = lowest(group);
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+    CheckFinding finding;
+    finding.kind = CheckFindingKind::kContentMismatch;
+    finding.comm_id = key.comm_id;
+    finding.index = key.index;
+    finding.op = first.call.call.op;
+    finding.step = first.call.call.step;
+    finding.ranks = std::move(ranks);
+    finding.message = "content mismatch in " + where(first, key.index) + ": " + what +
+                      ". Inside one run this means corrupted data or a broken collective";
+    add_finding(std::move(finding));
+  }
+
+  void check_group(const Group& group, const GroupKey& key) {
+    ++result_.collectives;
+    if (!check_metadata(group, key)) return;
+    const Member& first = lowest(group);
+    const OpId op = first.call.call.op;
+    std::map<std::uint32_t, const Member*> by_comm_rank;
+    for (const Member& member : group.members) by_comm_rank[member.comm_rank()] = &member;
+
+    // Outputs every member must share.
+    if (op == OpId::kAllReduce || op == OpId::kBroadcast || op == OpId::kBcast || op == OpId::kAllGather) {
+      std::map<std::uint64_t, std::vector<std::uint32_t>> outputs;
+      for (const Member& member : group.members) {
+        if (member.has_output()) {
+          outputs[member.call.call.output_fingerprint].push_back(member.rank);
+        } else {
+          ++result_.content_unchecked;
+        }
+      }
+      if (outputs.size() > 1) {
+        ++result_.content_checks;
+        auto majority = outputs.begin();
+        for (auto it = outputs.begin(); it != outputs.end(); ++it) {
+          if (it->second.size() > majority->second.size()) majority = it;
+        }
+        std::vector<std::uint32_t> odd;
+        for (const auto& [fingerprint, ranks] : outputs) {
+          if (fingerprint != majority->first) odd.insert(odd.end(), ranks.begin(), ranks.end());
+        }
+        std::sort(odd.begin(), odd.end());
+        content_failure(group, key, odd,
+                        "the outputs differ between members (" + ranks_text(odd) + " got a result different from " +
+                            std::to_string(majority->second.size()) + " other member(s))");
+        return;
+      } else if (!outputs.empty()) {
+        ++result_.content_checks;
+      }
+      const std::uint64_t shared = outputs.empty() ? 0 : outputs.begin()->first;
+      if ((op == OpId::kBroadcast || op == OpId::kBcast) && !outputs.empty()) {
+        const auto root = by_comm_rank.find(static_cast<std::uint32_t>(first.call.call.peer));
+        if (root != by_comm_rank.end() && root->second->has_input()) {
+          ++result_.content_checks;
+          if (root->second->call.call.input_fingerprint != shared) {
+            content_failure(group, key, {root->second->rank},
+                            "every member's output differs from the root's (rank " +
+                                std::to_string(root->second->rank) + ") input");
+          }
+        }
+      }
+      if (op == OpId::kAllGather && !outputs.empty()) {
+        // Block r of the gathered output is member r's input.
+        const Member* holder = nullptr;
+        for (const Member& member : group.members) {
+          if (member.has_output() && member.call.call.output_blocks.size() == group.nranks) holder = &member;
+        }
+        if (holder != nullptr) {
+          std::vector<std::uint32_t> odd;
+          for (const auto& [r, member] : by_comm_rank) {
+            if (!member->has_input()) continue;
+            ++result_.content_checks;
+            if (holder->call.call.output_blocks[r] != member->call.call.input_fingerprint) odd.push_back(member->rank);
+          }
+          if (!odd.empty()) {
+            content_failure(group, key, odd, "the gathered block of " + ranks_text(odd) + " differs from its input");
+          }
+        }
+      }
+      return;
+    }
+    if (op == OpId::kAlltoAll) {
+      // Output block p of member r is input block r of member p.
+      std::vector<std::uint32_t> odd;
+      std::string example;
+      for (const auto& [r, receiver] : by_comm_rank) {
+        if (!receiver->has_output() || receiver->call.call.output_blocks.size() != group.nranks) continue;
+        for (const auto& [p, sender] : by_comm_rank) {
+          if (!sender->has_input() || sender->call.call.input_blocks.size() != group.nranks) continue;
+          ++result_.content_checks;
+          if (receiver->call.call.output_blocks[p] != sender->call.call.input_blocks[r]) {
+            odd.push_back(receiver->rank);
+            if (example.empty()) {
+              example = "rank " + std::to_string(receiver->rank) + "'s block from rank " +
+                        std::to_string(sender->rank) + " differs from what rank " + std::to_string(sender->rank) +
+                        " sent";
+            }
+          }
+        }
+      }
+      if (!odd.empty()) content_failure(group, key, odd, example);
+      return;
+    }
+    if (op == OpId::kGather || op == OpId::kScatter) {
+      const auto root = by_comm_rank.find(static_cast<std::uint32_t>(first.call.call.peer));
+      if (root == by_comm_rank.end()) return;
+      const Member& holder = *root->second;
+      const bool gather = op == OpId::kGather;
+      const auto blocks = gather ? holder.call.call.output_blocks : holder.call.call.input_blocks;
+      if ((gather ? !holder.has_output() : !holder.has_input()) || blocks.size() != group.nranks) return;
+      std::vector<std::uint32_t> odd;
+      for (const auto& [r, member] : by_comm_rank) {
+        if (!(gather ? member->has_input() : member->has_output())) continue;
+        ++result_.content_checks;
+        const std::uint64_t expected =
+            gather ? member->call.call.input_fingerprint : member->call.call.output_fingerprint;
+        if (blocks[r] != expected) odd.push_back(member->rank);
+      }
+      if (!odd.empty()) {
+        content_failure(group, key, odd,
+                        gather ? "the root's gathered block of " + ranks_text(odd) + " differs from that rank's input"
+                               : ranks_text(odd) + " received a block that differs from the root's");
+      }
+    }
+    // Reduce and ReduceScatter: no relation between recorded fingerprints to check.
+  }
+
+  void check_pair(const Member& x, const Member& y, const PairKey& key) {
+    ++result_.point_to_point_pairs;
+    const Member& send = x.call.call.op == OpId::kSend ? x : y;
+    const Member& recv = x.call.call.op == OpId::kSend ? y : x;
+    const auto describe = [&] {
+      return "rank " + std::to_string(send.rank) + "'s Send #" + std::to_string(key.index) + " to rank " +
+             std::to_string(recv.rank) + " on communicator " + hash::format_digest(key.comm_id) + " (step " +
+             std::to_string(send.call.call.step) + ")";
+    };
+    CheckFinding finding;
+    finding.comm_id = key.comm_id;
+    finding.index = key.index;
+    finding.op = OpId::kSend;
+    finding.step = send.call.call.step;
+    if (send.call.call.count != recv.call.call.count || send.call.call.datatype != recv.call.call.datatype) {
+      finding.kind = send.call.call.count != recv.call.call.count ? CheckFindingKind::kSizeMismatch
+                                                                  : CheckFindingKind::kDtypeMismatch;
+      finding.ranks = {send.rank, recv.rank};
+      finding.message = std::string(check_finding_name(finding.kind)) + ": " + describe() + " sends " +
+                        std::string(records::datatype_name(send.call.call.datatype)) + " x " +
+                        std::to_string(send.call.call.count) + ", its Recv expects " +
+                        std::string(records::datatype_name(recv.call.call.datatype)) + " x " +
+                        std::to_string(recv.call.call.count);
+      add_finding(std::move(finding));
+      return;
+    }
+    if (!send.has_input() || !recv.has_output()) {
+      ++result_.content_unchecked;
+      return;
+    }
+    ++result_.content_checks;
+    if (send.call.call.input_fingerprint != recv.call.call.output_fingerprint) {
+      finding.kind = CheckFindingKind::kContentMismatch;
+      finding.ranks = {recv.rank};
+      finding.message = "content mismatch: " + describe() + " sent " +
+                        hash::format_digest(send.call.call.input_fingerprint) + " but rank " +
+                        std::to_string(recv.rank) + " received " +
+                        hash::format_digest(recv.call.call.output_fingerprint) +
+                        ". Inside one run this means corrupted data or a broken transfer";
+      add_finding(std::move(finding));
+    }
+  }
+
+  struct MemberKey {
+    std::uint64_t id;
+    std::uint32_t rank;
+    friend bool operator<(const MemberKey& x, const MemberKey& y) {
+      return std::tie(x.id, x.rank) < std::tie(y.id, y.rank);
+    }
+  };
+  CheckResult& result_;
+  const CheckOptions& options_;
+  std::unordered_map<GroupKey, Group, KeyHash> groups_;
+  std::unordered_map<PairKey, Member, KeyHash> pairs_;
+  std::map<MemberKey, std::uint32_t> global_of_;
+};
+
+}  // namespace
+
+std::string_view check_finding_name(CheckFindingKind kind) noexcept {
+  switch (kind) {
+    case CheckFindingKind::kTypeMismatch:
+      return "type mismatch";
+    case CheckFindingKind::kSizeMismatch:
+      return "size mismatch";
+    case CheckFindingKind::kDtypeMismatch:
+      return "dtype mismatch";
+    case CheckFindingKind::kRedopMismatch:
+      return "reduction mismatch";
+    case CheckFindingKind::kRootMismatch:
+      return "root mismatch";
+    case CheckFindingKind::kNotAllJoined:
+      return "not all ranks joined";
+    case CheckFindingKind::kContentMismatch:
+      return "content mismatch";
+    case CheckFindingKind::kUnmatchedPointToPoint:
+      return "unmatched send/recv";
+  }
+  return "?";
+}
+
+CheckResult check_run(const RunLogs& run, const CheckOptions& options) {
+  CheckResult result;
+  try {
+    if (!run.error.empty()) {
+      result.error = run.error;
+      return result;
+    }
+    const std::size_t n = run.logs.size();
+    result.ranks = static_cast<std::uint32_t>(n);
+    std::vector<std::unique_ptr<RankLogStream>> streams(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      std::string error;
+      streams[i] = RankLogStream::open(run.logs[i].path, error);
+      if (!streams[i]) {
+        result.error = error;
+        return result;
+      }
+    }
+    Checker checker(result, options);
+    std::vector<std::vector<CallInRun>> batches(n);
+    std::vector<char> done(n, 0);
+    const std::size_t per_round = std::max<std::size_t>(1, options.calls_per_round);
+    for (bool any = true; any;) {
+      // Reading and checksumming dominate: do it on every core, then match on one thread.
+      parallel_for(n, options.threads, [&](std::size_t i) {
+        batches[i].clear();
+        if (done[i]) return;
+        CallInRun call;
+        while (batches[i].size() < per_round && streams[i]->next(call)) batches[i].push_back(call);
+        if (batches[i].size() < per_round) done[i] = 1;
+      });
+      any = false;
+      for (std::size_t i = 0; i < n; ++i) {
+        for (const CallInRun& call : batches[i]) checker.add(run.logs[i].rank, call);
+        if (options.calls_done != nullptr) options.calls_done->fetch_add(batches[i].size());
+        any = any || !done[i];
+      }
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      if (log_end_is_unusable(streams[i]->end())) {
+        result.error = streams[i]->path() + ": " + streams[i]->end().message;
+        return result;
+      }
+    }
+    checker.finish();
+    for (std::size_t i = 0; i < n; ++i) {
+      const records::LogEnd& end = streams[i]->end();
+      if (end.kind != records::LogEndKind::kClosed) {
+        result.notes.push_back("rank " + std::to_string(run.logs[i].rank) + ": " + end.message);
+      }
+    }
+    std::uint64_t total = 0;
+    for (const auto& [kind, count] : result.finding_counts) total += count;
+    if (total > result.findings.size()) {
+      result.notes.push_back(std::to_string(total - result.findings.size()) +
+                             " more findings were counted but not kept");
+    }
+    if (result.content_unchecked > 0) {
+      result.notes.push_back(std::to_string(result.content_unchecked) +
+                             " calls had no fingerprint for their content checks (trace level, windows or device "
+                             "buffers): their contents were not checked");
+    }
+  } catch (const std::exception& e) {
+    result.error = std::string("check failed: ") + e.what();
+  }
+  return result;
+}
+
+}  // namespace detnccl::analysis

@@ -1,0 +1,84 @@
+// detnccl analysis: the consistency of one run across its ranks (`detnccl check`).
+//
+// Every communicator's members must issue the same sequence of collectives (op, count, datatype, reduction, root),
+// with verdicts in the spirit of PyTorch's Flight Recorder analyzer: type, size, dtype, reduction and root
+// mismatches, and "not all ranks joined" naming the ranks that did not. Where the records hold fingerprints, the
+// contents must agree too: AllReduce, AllGather and Broadcast outputs identical on every member; each Send's
+// input equal to its matching Recv's output; AllGather, AlltoAll, Gather and Scatter blocks equal to the data each
+// peer sent. A content failure inside one run means corrupted data or a broken collective.
+//
+// Collectives are matched across ranks by (communicator id, index among the collectives on that communicator),
+// Send/Recv by (communicator id, sender, receiver, per-pair order). The logs are streamed together, a bounded
+// number of calls per rank at a time, so memory stays bounded when the ranks made the same calls.
+#ifndef DETNCCL_CLI_ANALYSIS_RUN_CHECK_H
+#define DETNCCL_CLI_ANALYSIS_RUN_CHECK_H
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli/analysis/run_logs.h"
+
+namespace detnccl::analysis {
+
+// What a finding is about.
+enum class CheckFindingKind : std::uint8_t {
+  kTypeMismatch,           // members called different operations
+  kSizeMismatch,           // different counts
+  kDtypeMismatch,          // different datatypes
+  kRedopMismatch,          // different reduction operations
+  kRootMismatch,           // different roots
+  kNotAllJoined,           // some members never made the call (named)
+  kContentMismatch,        // fingerprints that must be equal are not: corrupted data or a broken collective
+  kUnmatchedPointToPoint,  // a Send without its Recv or the other way round
+};
+
+// "type mismatch", "size mismatch", ...
+std::string_view check_finding_name(CheckFindingKind kind) noexcept;
+
+// One verdict.
+struct CheckFinding {
+  CheckFindingKind kind = CheckFindingKind::kTypeMismatch;
+  std::uint64_t comm_id = 0;
+  std::uint64_t index = 0;  // collective index on the communicator, or the per-pair index of a Send/Recv
+  std::uint64_t count = 1;  // consecutive collectives this finding covers (not-all-joined runs are merged)
+  records::OpId op = records::OpId::kUnknown;
+  std::uint64_t step = 0;
+  std::vector<std::uint32_t> ranks;  // global ranks at fault (the odd ones out, the missing ones)
+  std::string message;               // one or two sentences for the user
+};
+
+// Limits and progress.
+struct CheckOptions {
+  unsigned threads = 0;                            // 0: default_thread_count()
+  std::size_t calls_per_round = 64;                // calls read per rank before matching (bounds memory)
+  std::size_t findings_kept = 1000;                // findings beyond this are counted, not kept
+  std::atomic<std::size_t>* calls_done = nullptr;  // progress: calls read so far
+};
+
+// The whole check.
+struct CheckResult {
+  std::string error;  // non-empty: unusable input (exit status 2)
+  std::uint32_t ranks = 0;
+  std::uint64_t calls = 0;
+  std::uint64_t collectives = 0;           // collective calls matched across members (complete or not)
+  std::uint64_t point_to_point_pairs = 0;  // Send/Recv pairs matched
+  std::uint64_t content_checks = 0;        // fingerprint relations checked
+  std::uint64_t content_unchecked = 0;     // calls matched without the fingerprints a content check needs
+  std::vector<CheckFinding> findings;      // ordered by step, communicator, index
+  std::map<CheckFindingKind, std::uint64_t> finding_counts;
+  std::vector<std::string> notes;  // logs that end early, findings not kept...
+
+  // Whether the run passed every check.
+  bool clean() const noexcept { return finding_counts.empty(); }
+};
+
+// Checks one run. Never throws.
+CheckResult check_run(const RunLogs& run, const CheckOptions& options);
+
+}  // namespace detnccl::analysis
+
+#endif  // DETNCCL_CLI_ANALYSIS_RUN_CHECK_H

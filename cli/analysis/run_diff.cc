@@ -1,0 +1,678 @@
+// detnccl analysis: comparison of two runs (see run_diff.h).
+#include "cli/analysis/run_diff.h"
+
+#include <algorithm>
+#include <exception>
+#include <map>
+#include <tuple>
+#include <unordered_map>
+
+#include "cli/analysis/parallel.h"
+
+namespace detnccl::analysis {
+namespace {
+
+using records::CallFields;
+using records::LogEndKind;
+using records::OpId;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Headers
+
+// "NAME=value\n" lines as a map from name to value.
+std::map<std::string, std::string> parse_lines(std::string_view text) {
+  std::map<std::string, std::string> values;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    std::size_t end = text.find('\n', at);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view line = text.substr(at, end - at);
+    at = end + 1;
+    if (line.empty()) continue;
+    const std::size_t equals = line.find('=');
+    values[std::string(line.substr(0, equals))] =
+        equals == std::string_view::npos ? std::string() : std::string(line.substr(equals + 1));
+  }
+  return values;
+}
+
+void compare_lines(std::string_view a_text, std::string_view b_text, std::vector<ConfigDifference>& out) {
+  const auto a = parse_lines(a_text);
+  const auto b = parse_lines(b_text);
+  // RATIONALE: the log directory and the run name always differ between two runs; they explain nothing.
+  const auto ignored = [](const std::string& name) { return name == "DETNCCL_DIR" || name == "DETNCCL_RUN"; };
+  for (const auto& [name, value] : a) {
+    if (ignored(name)) continue;
+    const auto other = b.find(name);
+    if (other == b.end()) {
+      out.push_back({name, value, "(unset)", 0, 1});
+    } else if (other->second != value) {
+      out.push_back({name, value, other->second, 0, 1});
+    }
+  }
+  for (const auto& [name, value] : b) {
+    if (!ignored(name) && a.find(name) == a.end()) out.push_back({name, "(unset)", value, 0, 1});
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// One rank's two logs
+
+struct AlignKey {
+  std::uint64_t ordinal;
+  std::uint64_t relative_seq;
+  friend bool operator==(const AlignKey&, const AlignKey&) = default;
+};
+struct AlignKeyHash {
+  std::size_t operator()(const AlignKey& key) const noexcept {
+    return std::hash<std::uint64_t>()(key.ordinal * 0x9E3779B97F4A7C15ull ^ key.relative_seq);
+  }
+};
+
+// One run's log of the rank being compared.
+struct Side {
+  std::unique_ptr<RankLogStream> stream;
+  bool done = true;
+  std::unordered_map<std::uint64_t, std::uint64_t> base;  // ordinal -> comm_seq of its first call in range
+  std::unordered_map<AlignKey, CallInRun, AlignKeyHash> pending;
+  std::uint64_t calls = 0;
+  std::optional<std::uint64_t> segment_bytes;
+  std::uint32_t fingerprint_version = 0;
+};
+
+CallSide side_of(const CallInRun& call) {
+  CallSide side;
+  side.present = true;
+  side.fields = call.call;
+  side.communicator = call.communicator;
+  side.collective_index = call.collective_index;
+  side.pair_index = call.pair_index;
+  return side;
+}
+
+template <typename T>
+void note_difference(std::vector<std::string>& out, std::string_view what, const T& a, const T& b) {
+  if (a != b) out.push_back(std::string(what) + " " + a + " vs " + b);
+}
+
+class RankComparison {
+ public:
+  RankComparison(RankDiff& result, const DiffOptions& options) : result_(result), options_(options) {}
+
+  void run(const RankLogFile* a_file, const RankLogFile* b_file) {
+    if (!open(a_file, a_) || !open(b_file, b_)) return;
+    result_.in_a = a_file != nullptr;
+    result_.in_b = b_file != nullptr;
+    fingerprints_comparable_ = !a_.stream || !b_.stream || a_.fingerprint_version == b_.fingerprint_version;
+    CallInRun call;
+    while (!a_.done || !b_.done) {
+      if (!a_.done) {
+        if (read_in_range(a_, call)) {
+          take(a_, b_, call, /*from_a=*/true);
+        } else {
+          a_.done = true;
+        }
+      }
+      if (!b_.done) {
+        if (read_in_range(b_, call)) {
+          take(b_, a_, call, /*from_a=*/false);
+        } else {
+          b_.done = true;
+        }
+      }
+    }
+    // What is left pending was never matched: the other run has no such call.
+    for (auto& [key, pending] : a_.pending) unmatched(pending, b_, /*from_a=*/true);
+    for (auto& [key, pending] : b_.pending) unmatched(pending, a_, /*from_a=*/false);
+    finish();
+  }
+
+ private:
+  bool open(const RankLogFile* file, Side& side) {
+    if (file == nullptr) return true;
+    std::string error;
+    side.stream = RankLogStream::open(file->path, error);
+    if (!side.stream) {
+      result_.unusable = error;
+      return false;
+    }
+    side.done = false;
+    side.segment_bytes = segment_bytes_from_config(side.stream->header().config_text);
+    side.fingerprint_version = side.stream->header().fingerprint_version;
+    return true;
+  }
+
+  bool read_in_range(Side& side, CallInRun& call) {
+    while (side.stream->next(call)) {
+      const std::uint64_t step = call.call.step;
+      if (options_.from_step && step < *options_.from_step) continue;
+      if (options_.to_step && step > *options_.to_step) continue;
+      const auto [base, inserted] = side.base.try_emplace(call.call.comm_ordinal, call.call.comm_seq);
+      (void)inserted;
+      if (call.call.comm_seq < base->second) continue;  // a step marked out of order: outside the range
+      ++side.calls;
+      return true;
+    }
+    return false;
+  }
+
+  AlignKey key_of(const Side& side, const CallInRun& call) const {
+    return {call.call.comm_ordinal, call.call.comm_seq - side.base.at(call.call.comm_ordinal)};
+  }
+
+  void take(Side& self, Side& other, const CallInRun& call, bool from_a) {
+    const AlignKey key = key_of(self, call);
+    if (const auto match = other.pending.find(key); match != other.pending.end()) {
+      if (from_a) {
+        compare(call, match->second);
+      } else {
+        compare(match->second, call);
+      }
+      other.pending.erase(match);
+    } else if (other.done) {
+      unmatched(call, other, from_a);
+    } else {
+      self.pending.emplace(key, call);
+    }
+  }
+
+  // A call of one run that the other run does not have.
+  void unmatched(const CallInRun& call, const Side& other, bool from_a) {
+    if (other.stream && other.stream->end().kind == LogEndKind::kTruncated) {
+      ++result_.not_compared;  // tracing stopped in the other run: unknown, not missing
+      return;
+    }
+    (from_a ? result_.missing_in_b : result_.missing_in_a) += 1;
+    CallDivergence divergence;
+    divergence.kind = DivergenceKind::kMissing;
+    divergence.rank = result_.rank;
+    (from_a ? divergence.a : divergence.b) = side_of(call);
+    record(std::move(divergence), call);
+  }
+
+  void compare(const CallInRun& a, const CallInRun& b) {
+    const CallFields& x = a.call;
+    const CallFields& y = b.call;
+    CallDivergence divergence;
+    divergence.rank = result_.rank;
+    auto& meta = divergence.metadata_differences;
+    note_difference(meta, "op", std::string(records::op_name(x.op)), std::string(records::op_name(y.op)));
+    note_difference(meta, "count", std::to_string(x.count), std::to_string(y.count));
+    note_difference(meta, "datatype", std::string(records::datatype_name(x.datatype)),
+                    std::string(records::datatype_name(y.datatype)));
+    note_difference(meta, "reduction", std::string(records::redop_name(x.redop)),
+                    std::string(records::redop_name(y.redop)));
+    note_difference(meta, is_point_to_point(x.op) ? "peer" : "root", std::to_string(x.peer), std::to_string(y.peer));
+    note_difference(meta, "step", std::to_string(x.step), std::to_string(y.step));
+    note_difference(meta, "communicator size", std::to_string(a.communicator.nranks),
+                    std::to_string(b.communicator.nranks));
+    note_difference(meta, "rank in communicator", std::to_string(a.communicator.rank),
+                    std::to_string(b.communicator.rank));
+    note_difference(meta, "result", std::string(records::result_name(x.result)),
+                    std::string(records::result_name(y.result)));
+    if ((x.flags & records::kCallPreMulSumScalar) != 0 && (y.flags & records::kCallPreMulSumScalar) != 0) {
+      note_difference(meta, "PreMulSum scalar", std::to_string(x.premulsum_scalar), std::to_string(y.premulsum_scalar));
+    }
+    if (!meta.empty()) {
+      divergence.kind = DivergenceKind::kMetadata;
+      divergence.a = side_of(a);
+      divergence.b = side_of(b);
+      ++result_.differing;
+      record(std::move(divergence), a);
+      return;
+    }
+    const bool inputs = fingerprints_comparable_ && (x.flags & records::kCallInputFingerprint) != 0 &&
+                        (y.flags & records::kCallInputFingerprint) != 0;
+    const bool outputs = fingerprints_comparable_ && (x.flags & records::kCallOutputFingerprint) != 0 &&
+                         (y.flags & records::kCallOutputFingerprint) != 0;
+    divergence.input_differs = inputs && x.input_fingerprint != y.input_fingerprint;
+    divergence.output_differs = outputs && x.output_fingerprint != y.output_fingerprint;
+    if (!divergence.input_differs && !divergence.output_differs) {
+      ++(inputs || outputs ? result_.matching : result_.unverified);
+      return;
+    }
+    ++result_.differing;
+    divergence.kind = divergence.input_differs ? DivergenceKind::kInput : DivergenceKind::kOutput;
+    divergence.a = side_of(a);
+    divergence.b = side_of(b);
+    const std::uint64_t element = datatype_bytes(x.datatype);
+    const std::uint64_t segment =
+        a_.segment_bytes.value_or(0) == b_.segment_bytes.value_or(0) ? a_.segment_bytes.value_or(0) : 0;
+    const std::uint32_t nranks = a.communicator.nranks;
+    if (divergence.input_differs) {
+      divergence.input_ranges = differing_ranges(a.call.input_segments, b.call.input_segments, segment,
+                                                 input_elements(x, nranks, a.communicator.rank) * element, element);
+      divergence.input_blocks = differing_blocks(a.call.input_blocks, b.call.input_blocks);
+    }
+    if (divergence.output_differs) {
+      divergence.output_ranges = differing_ranges(a.call.output_segments, b.call.output_segments, segment,
+                                                  output_elements(x, nranks, a.communicator.rank) * element, element);
+      divergence.output_blocks = differing_blocks(a.call.output_blocks, b.call.output_blocks);
+    }
+    record(std::move(divergence), a);
+  }
+
+  void record(CallDivergence divergence, const CallInRun& call) {
+    if (result_.divergent.size() < options_.divergent_calls_kept) {
+      DivergentCallBrief brief;
+      brief.rank = result_.rank;
+      brief.comm_id = call.communicator.id;
+      brief.comm_rank = call.communicator.rank;
+      brief.collective_index = call.collective_index;
+      brief.pair_index = call.pair_index;
+      brief.op = call.call.op;
+      brief.peer = call.call.peer;
+      brief.step = call.call.step;
+      brief.seq = call.call.seq;
+      brief.comm_seq = call.call.comm_seq;
+      brief.input_differs = divergence.input_differs;
+      brief.output_differs = divergence.output_differs;
+      result_.divergent.push_back(brief);
+    } else {
+      result_.divergent_capped = true;
+    }
+    const auto order = [](const CallDivergence& d) { return std::make_tuple(d.step(), d.seq()); };
+    if (!result_.first || order(divergence) < order(*result_.first)) result_.first = std::move(divergence);
+  }
+
+  void finish() {
+    result_.calls_a = a_.calls;
+    result_.calls_b = b_.calls;
+    std::sort(result_.divergent.begin(), result_.divergent.end(),
+              [](const DivergentCallBrief& x, const DivergentCallBrief& y) {
+                return std::tie(x.step, x.seq) < std::tie(y.step, y.seq);
+              });
+    for (auto [side, end, message, members] :
+         {std::tuple{&a_, &result_.end_a, &result_.end_message_a, &result_.memberships},
+          std::tuple{&b_, &result_.end_b, &result_.end_message_b, &result_.memberships_b}}) {
+      if (!side->stream) continue;
+      *end = side->stream->end().kind;
+      *message = side->stream->end().message;
+      for (const auto& communicator : side->stream->communicators()) {
+        members->emplace_back(communicator.id, communicator.rank);
+      }
+      if (log_end_is_unusable(side->stream->end())) {
+        result_.unusable = side->stream->path() + ": " + side->stream->end().message;
+      }
+    }
+  }
+
+  RankDiff& result_;
+  const DiffOptions& options_;
+  Side a_;
+  Side b_;
+  bool fingerprints_comparable_ = true;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Across ranks
+
+struct CollectiveKey {
+  std::uint64_t comm_id;
+  std::uint64_t index;
+  friend bool operator==(const CollectiveKey&, const CollectiveKey&) = default;
+};
+struct PairKey {
+  std::uint64_t comm_id;
+  std::uint32_t sender;
+  std::uint32_t receiver;
+  std::uint64_t index;
+  friend bool operator==(const PairKey&, const PairKey&) = default;
+};
+struct KeyHash {
+  std::size_t operator()(const CollectiveKey& key) const noexcept {
+    return std::hash<std::uint64_t>()(key.comm_id ^ (key.index * 0x9E3779B97F4A7C15ull));
+  }
+  std::size_t operator()(const PairKey& key) const noexcept {
+    return std::hash<std::uint64_t>()(key.comm_id ^ (key.index * 0x9E3779B97F4A7C15ull) ^
+                                      (std::uint64_t{key.sender} << 32 | key.receiver));
+  }
+};
+
+SourceCall source_of(const DivergentCallBrief& brief) {
+  return {brief.rank, brief.op, brief.step, brief.seq, brief.comm_seq};
+}
+
+std::string rank_list(const std::vector<std::uint32_t>& ranks, std::size_t shown = 8) {
+  std::string text;
+  for (std::size_t i = 0; i < ranks.size() && i < shown; ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
+  if (ranks.size() > shown) text += " and " + std::to_string(ranks.size() - shown) + " more";
+  return text;
+}
+
+class Classifier {
+ public:
+  explicit Classifier(std::vector<RankDiff>& ranks) : ranks_(ranks) {
+    for (std::size_t i = 0; i < ranks_.size(); ++i) {
+      const RankDiff& rank = ranks_[i];
+      if (rank.divergent_capped) capped_ranks_.push_back(rank.rank);
+      for (const auto& [id, comm_rank] : rank.memberships) global_rank_[{id, comm_rank}] = rank.rank;
+      for (const DivergentCallBrief& brief : rank.divergent) {
+        if (!brief.input_differs) continue;
+        if (brief.op == OpId::kSend) {
+          sends_.emplace(
+              PairKey{brief.comm_id, brief.comm_rank, static_cast<std::uint32_t>(brief.peer), brief.pair_index},
+              &brief);
+        } else if (!is_point_to_point(brief.op)) {
+          collectives_[{brief.comm_id, brief.collective_index}].push_back(&brief);
+        }
+      }
+    }
+  }
+
+  void classify(RankDiff& rank) const {
+    if (!rank.first) return;
+    CallDivergence& call = *rank.first;
+    const CallSide& side = call.present_side();
+    const std::string where = "rank " + std::to_string(rank.rank);
+    switch (call.kind) {
+      case DivergenceKind::kConfig:
+        return;
+      case DivergenceKind::kMetadata:
+        call.role = DivergenceRole::kOrigin;
+        call.cause = "the two runs made different calls here on " + where + ": the control flow diverged";
+        return;
+      case DivergenceKind::kMissing: {
+        call.role = DivergenceRole::kOrigin;
+        const bool only_a = call.a.present;
+        const std::string& message = only_a ? rank.end_message_b : rank.end_message_a;
+        const bool absent = only_a ? !rank.in_b : !rank.in_a;
+        call.cause =
+            std::string("run ") + (only_a ? "B" : "A") + " has no such call on " + where +
+            (absent ? ": it has no log for this rank" : ": it stops early (crash or hang); its log: " + message);
+        return;
+      }
+      case DivergenceKind::kInput:
+      case DivergenceKind::kOutput:
+        break;
+    }
+    if (call.input_differs) {
+      call.kind = DivergenceKind::kInput;
+      call.role = DivergenceRole::kOrigin;
+      call.cause = "its input differs while every earlier call on " + where +
+                   " matched: the computation on this rank before this call is where the runs part";
+      if (rank.unverified > 0) {
+        call.cause += " (some calls on this rank were compared without fingerprints)";
+      }
+      return;
+    }
+    // The output alone differs: did another rank feed it different data?
+    if (side.fields.op == OpId::kRecv) {
+      classify_receive(rank, call, side);
+      return;
+    }
+    const auto members = collectives_.find({side.communicator.id, side.collective_index});
+    std::vector<std::uint32_t> senders;
+    const DivergentCallBrief* earliest = nullptr;
+    if (members != collectives_.end()) {
+      for (const DivergentCallBrief* member : members->second) {
+        if (member->rank == rank.rank) continue;
+        senders.push_back(member->rank);
+        if (earliest == nullptr || member->rank < earliest->rank) earliest = member;
+      }
+    }
+    std::sort(senders.begin(), senders.end());
+    if (earliest != nullptr) {
+      call.kind = DivergenceKind::kInput;
+      call.role = DivergenceRole::kReceiver;
+      call.source = source_of(*earliest);
+      call.cause = "its own input matches, but the input of rank" + std::string(senders.size() > 1 ? "s " : " ") +
+                   rank_list(senders) + " to this " + std::string(records::op_name(side.fields.op)) +
+                   " differs: " + where + " receives the difference";
+      return;
+    }
+    if (!capped_ranks_.empty()) {
+      call.kind = DivergenceKind::kOutput;
+      call.role = DivergenceRole::kUndetermined;
+      call.cause = "the output differs with the same input on " + where +
+                   "; the inputs of other members could not all be checked (ranks " + rank_list(capped_ranks_) +
+                   " have too many divergent calls)";
+      return;
+    }
+    call.kind = DivergenceKind::kOutput;
+    call.role = DivergenceRole::kOrigin;
+    call.cause = "every member's input matches (where fingerprinted) but the output differs: the " +
+                 std::string(records::op_name(side.fields.op)) +
+                 " itself is nondeterministic; a deterministic reduction (DETNCCL_DETERMINISTIC) removes this";
+  }
+
+ private:
+  void classify_receive(const RankDiff& rank, CallDivergence& call, const CallSide& side) const {
+    const auto sender = static_cast<std::uint32_t>(side.fields.peer);
+    const auto send = sends_.find({side.communicator.id, sender, side.communicator.rank, side.pair_index});
+    const auto sender_rank = global_rank_.find({side.communicator.id, sender});
+    const std::string sender_name = sender_rank != global_rank_.end() ? "rank " + std::to_string(sender_rank->second)
+                                                                      : "peer " + std::to_string(sender);
+    const std::string nth = "Send #" + std::to_string(side.pair_index);
+    if (send != sends_.end()) {
+      call.kind = DivergenceKind::kInput;
+      call.role = DivergenceRole::kReceiver;
+      call.source = source_of(*send->second);
+      call.cause = "the data received differs because " + sender_name + "'s matching " + nth + " to it (step " +
+                   std::to_string(send->second->step) + ", seq " + std::to_string(send->second->seq) +
+                   ") sent different data";
+      return;
+    }
+    const bool sender_checked =
+        sender_rank != global_rank_.end() &&
+        std::find(capped_ranks_.begin(), capped_ranks_.end(), sender_rank->second) == capped_ranks_.end();
+    if (sender_checked) {
+      call.kind = DivergenceKind::kOutput;
+      call.role = DivergenceRole::kOrigin;
+      call.cause = "the data received on rank " + std::to_string(rank.rank) + " differs although " + sender_name +
+                   "'s matching " + nth + " shows no difference: the data changed in transit";
+    } else {
+      call.kind = DivergenceKind::kInput;
+      call.role = DivergenceRole::kUndetermined;
+      call.cause = "the data received differs; " + sender_name + "'s matching " + nth + " could not be checked";
+    }
+  }
+
+  struct MemberKey {
+    std::uint64_t id;
+    std::uint32_t rank;
+    friend bool operator<(const MemberKey& x, const MemberKey& y) {
+      return std::tie(x.id, x.rank) < std::tie(y.id, y.rank);
+    }
+  };
+  std::vector<RankDiff>& ranks_;
+  std::vector<std::uint32_t> capped_ranks_;
+  std::map<MemberKey, std::uint32_t> global_rank_;
+  std::unordered_map<PairKey, const DivergentCallBrief*, KeyHash> sends_;
+  std::unordered_map<CollectiveKey, std::vector<const DivergentCallBrief*>, KeyHash> collectives_;
+};
+
+int role_order(DivergenceRole role) {
+  switch (role) {
+    case DivergenceRole::kOrigin:
+      return 0;
+    case DivergenceRole::kUndetermined:
+      return 1;
+    case DivergenceRole::kReceiver:
+      return 2;
+  }
+  return 3;
+}
+
+}  // namespace
+
+std::string_view divergence_kind_name(DivergenceKind kind) noexcept {
+  switch (kind) {
+    case DivergenceKind::kConfig:
+      return "config";
+    case DivergenceKind::kMetadata:
+      return "metadata";
+    case DivergenceKind::kInput:
+      return "input";
+    case DivergenceKind::kOutput:
+      return "output";
+    case DivergenceKind::kMissing:
+      return "missing";
+  }
+  return "?";
+}
+
+std::string_view divergence_role_name(DivergenceRole role) noexcept {
+  switch (role) {
+    case DivergenceRole::kOrigin:
+      return "origin";
+    case DivergenceRole::kReceiver:
+      return "receiver";
+    case DivergenceRole::kUndetermined:
+      return "undetermined";
+  }
+  return "?";
+}
+
+std::vector<ConfigDifference> compare_headers(const records::LogHeader& a, const records::LogHeader& b) {
+  std::vector<ConfigDifference> out;
+  const auto number = [&](const char* field, std::uint64_t x, std::uint64_t y) {
+    if (x != y) out.push_back({field, std::to_string(x), std::to_string(y), 0, 1});
+  };
+  number("nccl_version", a.nccl_version, b.nccl_version);
+  number("fingerprint_version", a.fingerprint_version, b.fingerprint_version);
+  number("detnccl_version", a.detnccl_version, b.detnccl_version);
+  number("world_size", a.world_size, b.world_size);
+  number("format_version", a.format_version, b.format_version);
+  compare_lines(a.config_text, b.config_text, out);
+  compare_lines(a.nccl_environment, b.nccl_environment, out);
+  return out;
+}
+
+RunDiff diff_runs(const RunLogs& a, const RunLogs& b, const DiffOptions& options) {
+  RunDiff diff;
+  try {
+    if (!a.error.empty()) {
+      diff.error = a.error;
+      return diff;
+    }
+    if (!b.error.empty()) {
+      diff.error = b.error;
+      return diff;
+    }
+    // Every rank either run has, with its file in each.
+    std::map<std::uint32_t, std::pair<const RankLogFile*, const RankLogFile*>> files;
+    for (const RankLogFile& file : a.logs) files[file.rank].first = &file;
+    for (const RankLogFile& file : b.logs) files[file.rank].second = &file;
+    std::vector<std::pair<const RankLogFile*, const RankLogFile*>> pairs;
+    diff.ranks.resize(files.size());
+    for (const auto& [rank, pair] : files) {
+      diff.ranks[pairs.size()].rank = rank;
+      pairs.push_back(pair);
+    }
+
+    parallel_for(
+        pairs.size(), options.threads,
+        [&](std::size_t i) {
+          try {
+            RankComparison(diff.ranks[i], options).run(pairs[i].first, pairs[i].second);
+          } catch (const std::exception& e) {
+            diff.ranks[i].unusable =
+                std::string("comparing rank ") + std::to_string(diff.ranks[i].rank) + ": " + e.what();
+          }
+        },
+        options.ranks_done);
+
+    for (const RankDiff& rank : diff.ranks) {
+      if (!rank.unusable.empty()) {
+        diff.error = rank.unusable;
+        return diff;
+      }
+    }
+
+    // Headers: compare each rank's pair; report each distinct difference once.
+    std::map<std::tuple<std::string, std::string, std::string>, ConfigDifference> config;
+    for (std::size_t i = 0; i < pairs.size(); ++i) {
+      if (pairs[i].first == nullptr || pairs[i].second == nullptr) continue;
+      std::string error;
+      const auto stream_a = RankLogStream::open(pairs[i].first->path, error);
+      const auto stream_b = RankLogStream::open(pairs[i].second->path, error);
+      if (!stream_a || !stream_b) {
+        diff.error = error;
+        return diff;
+      }
+      for (ConfigDifference& difference : compare_headers(stream_a->header(), stream_b->header())) {
+        auto [entry, inserted] = config.try_emplace({difference.field, difference.a, difference.b}, difference);
+        if (inserted) {
+          entry->second.first_rank = diff.ranks[i].rank;
+        } else {
+          ++entry->second.rank_count;
+        }
+      }
+    }
+    for (auto& [key, difference] : config) diff.config_differences.push_back(std::move(difference));
+
+    // Classify each rank's first divergence across ranks, then pick the earliest origin.
+    const Classifier classifier(diff.ranks);
+    for (RankDiff& rank : diff.ranks) classifier.classify(rank);
+    const RankDiff* first = nullptr;
+    const auto order = [](const RankDiff& rank) {
+      return std::make_tuple(rank.first->step(), role_order(rank.first->role), rank.first->seq(), rank.rank);
+    };
+    for (const RankDiff& rank : diff.ranks) {
+      if (rank.first && (first == nullptr || order(rank) < order(*first))) first = &rank;
+    }
+    if (first != nullptr) {
+      diff.first = *first->first;
+      if (diff.first->kind == DivergenceKind::kMissing) {
+        for (const RankDiff& rank : diff.ranks) {
+          if (rank.first && rank.first->kind == DivergenceKind::kMissing && rank.first->step() == diff.first->step()) {
+            diff.stopped.push_back(rank.rank);
+          }
+        }
+      }
+    }
+    std::vector<const RankDiff*> receivers;
+    for (const RankDiff& rank : diff.ranks) {
+      if (rank.first && rank.first->role == DivergenceRole::kReceiver) receivers.push_back(&rank);
+    }
+    std::sort(receivers.begin(), receivers.end(), [](const RankDiff* x, const RankDiff* y) {
+      return std::make_tuple(x->first->step(), x->rank) < std::make_tuple(y->first->step(), y->rank);
+    });
+    for (const RankDiff* rank : receivers) diff.receivers.push_back(rank->rank);
+
+    // Notes: what was not compared, and how the logs end.
+    std::uint64_t unverified = 0;
+    std::uint64_t not_compared = 0;
+    std::vector<std::uint32_t> truncated;
+    for (const RankDiff& rank : diff.ranks) {
+      unverified += rank.unverified;
+      not_compared += rank.not_compared;
+      if (rank.end_a == LogEndKind::kTruncated || rank.end_b == LogEndKind::kTruncated) truncated.push_back(rank.rank);
+    }
+    if (unverified > 0) {
+      diff.notes.push_back(std::to_string(unverified) +
+                           " aligned calls had equal metadata but no fingerprint computed by both runs (trace level "
+                           "meta, windows or device buffers): their contents were not compared");
+    }
+    if (!truncated.empty()) {
+      diff.notes.push_back("the logs of rank" + std::string(truncated.size() > 1 ? "s " : " ") + rank_list(truncated) +
+                           " were truncated (tracing stopped early, e.g. disk full); " + std::to_string(not_compared) +
+                           " calls after the truncation were not compared");
+      if (!diff.first) diff.undecided = true;
+    }
+    if (options.from_step || options.to_step) {
+      diff.notes.push_back("compared steps " + (options.from_step ? std::to_string(*options.from_step) : "0") + " to " +
+                           (options.to_step ? std::to_string(*options.to_step) : "the end") +
+                           "; calls are aligned per communicator from the first call of that range");
+    }
+    if (diff.first && diff.first->kind == DivergenceKind::kMetadata && diff.first->metadata_differences.size() == 1 &&
+        diff.first->metadata_differences.front().starts_with("step ") && !options.from_step) {
+      diff.notes.push_back("the runs number their steps differently from the first call (" +
+                           diff.first->metadata_differences.front() +
+                           "): if one run resumed from a checkpoint, compare with --from-step " +
+                           std::to_string(std::max(diff.first->a.fields.step, diff.first->b.fields.step)));
+    }
+    for (const ConfigDifference& difference : diff.config_differences) {
+      if (difference.field == "fingerprint_version") {
+        diff.notes.push_back("the fingerprint versions differ: only metadata was compared");
+        break;
+      }
+    }
+  } catch (const std::exception& e) {
+    diff.error = std::string("diff failed: ") + e.what();
+  }
+  return diff;
+}
+
+}  // namespace detnccl::analysis

@@ -1,0 +1,170 @@
+// detnccl analysis: where two runs first diverge, on which rank and step, and whether it is the communication or
+// the compute before it (`detnccl diff`).
+//
+// Calls are aligned per rank by (communicator ordinal, sequence number on that communicator) — relative to the
+// first call of the compared step range, so that a run resumed from a checkpoint at step K aligns with the run that
+// never stopped. Each rank is compared by streaming its two logs (bounded memory), ranks in parallel. Then the
+// ranks' first divergent calls are classified across ranks: a call whose output differs because another member's
+// input (or the peer's Send) differs is a receiver; the earliest origin is the answer.
+#ifndef DETNCCL_CLI_ANALYSIS_RUN_DIFF_H
+#define DETNCCL_CLI_ANALYSIS_RUN_DIFF_H
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli/analysis/call_layout.h"
+#include "cli/analysis/run_logs.h"
+
+namespace detnccl::analysis {
+
+// What differs first.
+enum class DivergenceKind : std::uint8_t {
+  kConfig,    // detnccl or NCCL configuration or version differ between the runs
+  kMetadata,  // different op, count, datatype, reduction, root or peer: the control flow diverged
+  kInput,     // the inputs already differ: compute before the call, or data received from a peer
+  kOutput,    // same inputs, different outputs: the collective (or transfer) itself is nondeterministic
+  kMissing,   // one run has the call and the other does not: it stopped early (crash or hang)
+};
+
+// "config", "metadata", "input", "output", "missing".
+std::string_view divergence_kind_name(DivergenceKind kind) noexcept;
+
+// Whether a rank's first divergent call is where the difference starts or where it arrives.
+enum class DivergenceRole : std::uint8_t {
+  kOrigin,        // the difference starts here (or the run stops here)
+  kReceiver,      // it received different data from another rank (source names that rank's call)
+  kUndetermined,  // the records do not allow telling (another rank's call could not be checked)
+};
+
+// "origin", "receiver", "undetermined".
+std::string_view divergence_role_name(DivergenceRole role) noexcept;
+
+// One run's record of an aligned call.
+struct CallSide {
+  bool present = false;
+  records::CallFields fields;  // the array counts say how many digests the record held
+  CommunicatorInfo communicator;
+  std::uint64_t collective_index = 0;
+  std::uint64_t pair_index = 0;
+};
+
+// A call on another rank that a receiver got its data from.
+struct SourceCall {
+  std::uint32_t rank = 0;  // global rank
+  records::OpId op = records::OpId::kUnknown;
+  std::uint64_t step = 0;
+  std::uint64_t seq = 0;
+  std::uint64_t comm_seq = 0;
+};
+
+// One divergent call of one rank.
+struct CallDivergence {
+  DivergenceKind kind = DivergenceKind::kMetadata;
+  DivergenceRole role = DivergenceRole::kOrigin;
+  std::uint32_t rank = 0;
+  CallSide a;
+  CallSide b;
+  std::vector<std::string> metadata_differences;  // "count 1031 vs 1030"
+  bool input_differs = false;
+  bool output_differs = false;
+  std::vector<DifferingRange> input_ranges;  // from segment digests, when both runs recorded them
+  std::vector<DifferingRange> output_ranges;
+  std::vector<std::uint32_t> input_blocks;  // per-peer blocks that differ
+  std::vector<std::uint32_t> output_blocks;
+  std::string cause;                 // one sentence, filled by the cross-rank classification
+  std::optional<SourceCall> source;  // receivers: the call whose data differs
+  // The order of divergences within a rank and across ranks: step, then sequence number.
+  std::uint64_t step() const noexcept { return a.present ? a.fields.step : b.fields.step; }
+  std::uint64_t seq() const noexcept { return a.present ? a.fields.seq : b.fields.seq; }
+  const CallSide& present_side() const noexcept { return a.present ? a : b; }
+};
+
+// A divergent call in brief, kept (up to DiffOptions::divergent_calls_kept per rank) to classify other ranks' calls.
+struct DivergentCallBrief {
+  std::uint32_t rank = 0;
+  std::uint64_t comm_id = 0;
+  std::uint32_t comm_rank = 0;
+  std::uint64_t collective_index = 0;
+  std::uint64_t pair_index = 0;
+  records::OpId op = records::OpId::kUnknown;
+  std::int32_t peer = -1;
+  std::uint64_t step = 0;
+  std::uint64_t seq = 0;
+  std::uint64_t comm_seq = 0;
+  bool input_differs = false;
+  bool output_differs = false;
+};
+
+// The comparison of one rank's two logs.
+struct RankDiff {
+  std::uint32_t rank = 0;
+  bool in_a = false;  // run A has a log for this rank
+  bool in_b = false;
+  std::uint64_t calls_a = 0;  // calls in the compared step range
+  std::uint64_t calls_b = 0;
+  std::uint64_t matching = 0;      // metadata equal and every fingerprint both runs computed equal (at least one)
+  std::uint64_t differing = 0;     // metadata or a fingerprint differs
+  std::uint64_t unverified = 0;    // metadata equal, but no fingerprint computed by both runs: content not compared
+  std::uint64_t missing_in_a = 0;  // calls only run B has
+  std::uint64_t missing_in_b = 0;
+  std::uint64_t not_compared = 0;  // calls after the other run's truncation marker (tracing stopped there)
+  std::optional<CallDivergence> first;
+  std::vector<DivergentCallBrief> divergent;  // earliest divergent calls, capped
+  bool divergent_capped = false;
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> memberships;  // run A's (communicator id, rank in it)
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> memberships_b;
+  records::LogEndKind end_a = records::LogEndKind::kNotReached;
+  records::LogEndKind end_b = records::LogEndKind::kNotReached;
+  std::string end_message_a;
+  std::string end_message_b;
+  std::string unusable;  // non-empty: a log of this rank is unusable (the message names the file and why)
+};
+
+// A header difference between the runs, reported once for all ranks that share it.
+struct ConfigDifference {
+  std::string field;  // "nccl_version", "DETNCCL_TRACE", "NCCL_ALGO", ...
+  std::string a;      // value in run A ("(unset)" when absent)
+  std::string b;
+  std::uint32_t first_rank = 0;
+  std::uint32_t rank_count = 0;  // ranks whose headers differ this way
+};
+
+// What to compare and how.
+struct DiffOptions {
+  std::optional<std::uint64_t> from_step;          // compare only calls of steps >= from_step
+  std::optional<std::uint64_t> to_step;            // ... and <= to_step
+  unsigned threads = 0;                            // 0: default_thread_count()
+  std::size_t divergent_calls_kept = 256;          // per rank, for the cross-rank classification
+  std::atomic<std::size_t>* ranks_done = nullptr;  // progress: incremented as each rank is compared
+};
+
+// The whole comparison.
+struct RunDiff {
+  std::string error;  // non-empty: unusable input (exit status 2); names the file and why
+  std::vector<ConfigDifference> config_differences;
+  std::vector<RankDiff> ranks;           // sorted by rank: every rank either run has
+  std::optional<CallDivergence> first;   // the first divergence over all ranks (copy of one rank's first)
+  std::vector<std::uint32_t> receivers;  // ranks whose first divergent call is a receiver, by (step, rank)
+  std::vector<std::uint32_t> stopped;    // for a first divergence of kind missing: every rank whose first divergence
+                                         // is a missing call at that step
+  std::vector<std::string> notes;        // things the reader must know (calls not compared, truncated logs...)
+  bool undecided = false;  // no divergence found, but a truncated log hides part of a run: no verdict (exit 2)
+
+  // Whether the runs are identical over the compared range (no divergence of any kind).
+  bool identical() const noexcept { return config_differences.empty() && !first.has_value(); }
+};
+
+// Compares two runs. Never throws; an unusable run or log is reported in RunDiff::error.
+RunDiff diff_runs(const RunLogs& a, const RunLogs& b, const DiffOptions& options);
+
+// Compares the headers of one rank's two logs (fields the runs are expected to share; the run name and
+// DETNCCL_DIR/DETNCCL_RUN are ignored) and returns the differences as (field, a, b).
+std::vector<ConfigDifference> compare_headers(const records::LogHeader& a, const records::LogHeader& b);
+
+}  // namespace detnccl::analysis
+
+#endif  // DETNCCL_CLI_ANALYSIS_RUN_DIFF_H

@@ -1,0 +1,136 @@
+// detnccl analysis: run listing and per-rank call streams (see run_logs.h).
+#include "cli/analysis/run_logs.h"
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <system_error>
+
+#include "cli/analysis/call_layout.h"
+
+namespace detnccl::analysis {
+
+namespace fs = std::filesystem;
+
+std::optional<std::uint32_t> rank_from_file_name(std::string_view file_name) {
+  constexpr std::string_view kPrefix = "rank-";
+  constexpr std::string_view kSuffix = ".dnc";
+  if (file_name.size() <= kPrefix.size() + kSuffix.size() || !file_name.starts_with(kPrefix) ||
+      !file_name.ends_with(kSuffix)) {
+    return std::nullopt;
+  }
+  const std::string_view digits = file_name.substr(kPrefix.size(), file_name.size() - kPrefix.size() - kSuffix.size());
+  std::uint32_t rank = 0;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
+  if (error != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+  return rank;
+}
+
+RunLogs list_run(const std::string& path) {
+  RunLogs run;
+  run.path = path;
+  try {
+    std::error_code error;
+    const fs::file_status status = fs::status(path, error);
+    if (error || !fs::exists(status)) {
+      run.error = path + ": no such run directory or log file";
+      return run;
+    }
+    if (fs::is_regular_file(status)) {
+      const auto rank = rank_from_file_name(fs::path(path).filename().string());
+      run.logs.push_back({rank.value_or(0), path});
+      return run;
+    }
+    if (!fs::is_directory(status)) {
+      run.error = path + ": neither a run directory nor a log file";
+      return run;
+    }
+    for (fs::directory_iterator it(path, error), end; !error && it != end; it.increment(error)) {
+      const std::string name = it->path().filename().string();
+      if (const auto rank = rank_from_file_name(name)) run.logs.push_back({*rank, it->path().string()});
+    }
+    if (error) {
+      run.error = path + ": cannot list the directory: " + error.message();
+      return run;
+    }
+    std::sort(run.logs.begin(), run.logs.end(),
+              [](const RankLogFile& a, const RankLogFile& b) { return a.rank < b.rank; });
+    const auto duplicate = std::adjacent_find(
+        run.logs.begin(), run.logs.end(), [](const RankLogFile& a, const RankLogFile& b) { return a.rank == b.rank; });
+    if (duplicate != run.logs.end()) {
+      run.error = path + ": two logs for rank " + std::to_string(duplicate->rank) + " (" + duplicate->path + ", " +
+                  std::next(duplicate)->path + ")";
+      run.logs.clear();
+      return run;
+    }
+    if (run.logs.empty()) run.error = path + ": no rank-NNNNN.dnc logs in this directory (is it DETNCCL_DIR/RUN?)";
+  } catch (const std::exception& e) {
+    run.error = path + ": " + e.what();
+    run.logs.clear();
+  }
+  return run;
+}
+
+std::unique_ptr<RankLogStream> RankLogStream::open(const std::string& path, std::string& error) {
+  records::OpenedLog opened = records::LogReader::open_file(path);
+  if (!opened.reader) {
+    error = opened.error;
+    return nullptr;
+  }
+  std::unique_ptr<RankLogStream> stream(new RankLogStream());
+  stream->reader_ = std::move(opened.reader);
+  stream->path_ = path;
+  return stream;
+}
+
+bool RankLogStream::next(CallInRun& out) {
+  records::LogRecord record;
+  while (reader_->next(record)) {
+    if (const auto* communicator = std::get_if<records::CommunicatorRecord>(&record.record)) {
+      by_ordinal_[communicator->ordinal] = communicators_.size();
+      communicators_.push_back(*communicator);
+      continue;
+    }
+    out.call = std::get<records::CallRecord>(record.record);
+    out.communicator = {};
+    if (const auto found = by_ordinal_.find(out.call.comm_ordinal); found != by_ordinal_.end()) {
+      const records::CommunicatorRecord& communicator = communicators_[found->second];
+      out.communicator = {communicator.id, communicator.nranks, communicator.rank, true};
+    }
+    Counters& counters = counters_[out.call.comm_ordinal];
+    if (is_point_to_point(out.call.op)) {
+      // RATIONALE: NCCL matches the k-th Send from a to b with the k-th Recv on b from a (per communicator), so a
+      // per-(op, peer) count names the partner call on the other rank.
+      const std::uint64_t pair_key =
+          std::uint64_t{static_cast<std::uint16_t>(out.call.op)} << 32 | static_cast<std::uint32_t>(out.call.peer);
+      out.pair_index = counters.pairs[pair_key]++;
+      out.collective_index = counters.collectives;
+    } else {
+      out.pair_index = 0;
+      out.collective_index = counters.collectives++;
+    }
+    ++calls_read_;
+    return true;
+  }
+  return false;
+}
+
+bool log_end_is_unusable(const records::LogEnd& end) noexcept { return end.kind == records::LogEndKind::kCorrupt; }
+
+std::string_view log_end_name(records::LogEndKind kind) noexcept {
+  switch (kind) {
+    case records::LogEndKind::kClosed:
+      return "closed";
+    case records::LogEndKind::kTruncated:
+      return "truncated";
+    case records::LogEndKind::kTornTail:
+      return "torn tail";
+    case records::LogEndKind::kCorrupt:
+      return "corrupt";
+    case records::LogEndKind::kNotReached:
+      break;
+  }
+  return "open";
+}
+
+}  // namespace detnccl::analysis

@@ -1,0 +1,66 @@
+// detnccl analysis: what a run's logs hold (`detnccl stats`): calls and bytes per operation, communicator and rank,
+// the steps covered, and how each log ends (closed, truncated, torn).
+#ifndef DETNCCL_CLI_ANALYSIS_RUN_STATS_H
+#define DETNCCL_CLI_ANALYSIS_RUN_STATS_H
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/analysis/run_logs.h"
+
+namespace detnccl::analysis {
+
+// Calls and bytes. A call's bytes are the larger of its input and output buffers on the calling rank.
+struct Volume {
+  std::uint64_t calls = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t fingerprinted = 0;  // calls with at least one fingerprint
+  void add(const Volume& other) noexcept {
+    calls += other.calls;
+    bytes += other.bytes;
+    fingerprinted += other.fingerprinted;
+  }
+};
+
+// One rank's log.
+struct RankStats {
+  std::uint32_t rank = 0;
+  Volume total;
+  std::map<records::OpId, Volume> per_op;
+  std::optional<std::uint64_t> first_step;
+  std::optional<std::uint64_t> last_step;
+  records::LogEndKind end = records::LogEndKind::kNotReached;
+  std::string end_message;
+  std::uint64_t unknown_records = 0;
+  std::uint32_t world_size = 0;
+};
+
+// One communicator, over every rank.
+struct CommunicatorStats {
+  std::uint64_t id = 0;
+  std::uint32_t nranks = 0;
+  std::uint32_t members_seen = 0;  // ranks whose logs hold its record
+  Volume total;
+};
+
+// The whole run.
+struct RunStats {
+  std::string error;  // non-empty: unusable input (exit status 2)
+  std::vector<RankStats> ranks;
+  Volume total;
+  std::map<records::OpId, Volume> per_op;
+  std::map<std::uint64_t, CommunicatorStats> per_communicator;  // by id
+  std::optional<std::uint64_t> first_step;
+  std::optional<std::uint64_t> last_step;
+};
+
+// Reads every log of a run (ranks in parallel). Never throws.
+RunStats run_stats(const RunLogs& run, unsigned threads = 0, std::atomic<std::size_t>* ranks_done = nullptr);
+
+}  // namespace detnccl::analysis
+
+#endif  // DETNCCL_CLI_ANALYSIS_RUN_STATS_H

@@ -1,0 +1,114 @@
+// detnccl check: renders the cross-rank consistency check of one run (cli/analysis/run_check.h) — verdict first,
+// then the findings in step order, then notes.
+#include <algorithm>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli/analysis/run_check.h"
+#include "cli/commands.h"
+#include "cli/terminal.h"
+#include "hash/fingerprint.h"
+
+namespace detnccl::cli {
+namespace {
+
+using analysis::CheckFinding;
+using analysis::CheckResult;
+using nlohmann::json;
+
+constexpr std::size_t kFindingsShown = 20;
+
+}  // namespace
+
+int check_command(const CheckCommandOptions& options) {
+  const analysis::RunLogs run = analysis::list_run(options.run);
+  std::atomic<std::size_t> done{0};
+  analysis::CheckOptions check_options;
+  check_options.threads = options.threads;
+  check_options.calls_done = &done;
+  CheckResult result;
+  {
+    const Progress progress("detnccl check", 0, "calls read", done);
+    result = analysis::check_run(run, check_options);
+  }
+  if (options.json) {
+    json out = {{"run", options.run}};
+    if (!result.error.empty()) {
+      out["verdict"] = "unusable";
+      out["error"] = result.error;
+    } else {
+      out["verdict"] = result.clean() ? "consistent" : "inconsistent";
+      out["ranks"] = result.ranks;
+      out["calls"] = result.calls;
+      out["collectives"] = result.collectives;
+      out["point_to_point_pairs"] = result.point_to_point_pairs;
+      out["content_checks"] = result.content_checks;
+      out["content_unchecked"] = result.content_unchecked;
+      json counts = json::object();
+      for (const auto& [kind, count] : result.finding_counts)
+        counts[std::string(analysis::check_finding_name(kind))] = count;
+      out["finding_counts"] = counts;
+      json findings = json::array();
+      for (const CheckFinding& f : result.findings) {
+        findings.push_back({{"kind", analysis::check_finding_name(f.kind)},
+                            {"comm_id", hash::format_digest(f.comm_id)},
+                            {"index", f.index},
+                            {"count", f.count},
+                            {"op", records::op_name(f.op)},
+                            {"step", f.step},
+                            {"ranks", f.ranks},
+                            {"message", f.message}});
+      }
+      out["findings"] = findings;
+      out["notes"] = result.notes;
+    }
+    std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+  }
+  if (!result.error.empty()) {
+    std::cerr << "detnccl check: unusable input: " << result.error << "\n";
+    return kExitUnusable;
+  }
+  if (!options.json) {
+    const Style style = Style::for_stdout();
+    const std::string scope = std::to_string(result.ranks) + " rank" + (result.ranks == 1 ? "" : "s") + ", " +
+                              std::to_string(result.calls) + " calls, " + std::to_string(result.collectives) +
+                              " collectives and " + std::to_string(result.point_to_point_pairs) +
+                              " send/recv pairs matched, " + std::to_string(result.content_checks) +
+                              " content relations checked";
+    if (result.clean()) {
+      std::cout << style.good("CONSISTENT") << ": " << scope << "\n";
+    } else {
+      std::uint64_t total = 0;
+      std::string kinds;
+      for (const auto& [kind, count] : result.finding_counts) {
+        total += count;
+        kinds +=
+            (kinds.empty() ? "" : ", ") + std::to_string(count) + " " + std::string(analysis::check_finding_name(kind));
+      }
+      std::cout << style.bad("INCONSISTENT") << ": " << total << " finding" << (total == 1 ? "" : "s") << " (" << kinds
+                << "); " << scope << "\n";
+      if (result.finding_counts.count(analysis::CheckFindingKind::kContentMismatch) != 0) {
+        std::cout << style.bad("  Content differs inside one run: corrupted data or a broken collective.") << "\n";
+      }
+      std::cout << "\n" << style.bold("Findings") << " (in step order)\n";
+      const std::size_t shown =
+          options.verbose ? result.findings.size() : std::min(result.findings.size(), kFindingsShown);
+      for (std::size_t i = 0; i < shown; ++i) {
+        std::cout << "  - " << result.findings[i].message << "\n";
+      }
+      if (shown < result.findings.size()) {
+        std::cout << "  ... " << result.findings.size() - shown << " more (--verbose lists all)\n";
+      }
+    }
+    if (!result.notes.empty()) {
+      std::cout << "\n" << style.bold("Notes") << "\n";
+      const std::size_t shown = options.verbose ? result.notes.size() : std::min<std::size_t>(result.notes.size(), 10);
+      for (std::size_t i = 0; i < shown; ++i) std::cout << "  " << result.notes[i] << "\n";
+      if (shown < result.notes.size()) std::cout << "  ... " << result.notes.size() - shown << " more\n";
+    }
+  }
+  return result.clean() ? kExitSame : kExitDiffers;
+}
+
+}  // namespace detnccl::cli

@@ -1,0 +1,15 @@
+# The `detnccl` command (dump, diff, check, stats; fingerprint forwards to detnccl-fingerprint) and the analysis
+# library it is built on (reading runs, aligning calls, diff, check, stats), which tests and benchmarks link too.
+add_library(detnccl_analysis STATIC
+  analysis/run_logs.cc analysis/call_layout.cc analysis/parallel.cc analysis/run_diff.cc analysis/run_check.cc
+  analysis/run_stats.cc)
+target_link_libraries(detnccl_analysis PUBLIC detnccl_records detnccl_hash detnccl_abi Threads::Threads
+                                       PRIVATE detnccl_options)
+
+# The target is detnccl-cli (the name `detnccl` is the shim's library); the program is `detnccl`, built next to
+# detnccl-fingerprint so that `detnccl fingerprint` finds it.
+add_executable(detnccl-cli detnccl_main.cc terminal.cc dump_command.cc diff_command.cc check_command.cc
+                           stats_command.cc)
+set_target_properties(detnccl-cli PROPERTIES OUTPUT_NAME detnccl)
+target_link_libraries(detnccl-cli PRIVATE detnccl_analysis CLI11::CLI11 nlohmann_json::nlohmann_json detnccl_options)
+install(TARGETS detnccl-cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -1,0 +1,340 @@
+// detnccl diff: renders the comparison of two runs (cli/analysis/run_diff.h) — verdict first, then the evidence:
+// configuration differences, the first divergent call and why, receivers, a per-rank table, notes.
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "cli/analysis/run_diff.h"
+#include "cli/commands.h"
+#include "cli/terminal.h"
+#include "hash/fingerprint.h"
+
+namespace detnccl::cli {
+namespace {
+
+using analysis::CallDivergence;
+using analysis::CallSide;
+using analysis::DivergenceKind;
+using analysis::RankDiff;
+using analysis::RunDiff;
+using nlohmann::json;
+
+// Ranks shown in the per-rank table before it is summarised (--verbose shows all).
+constexpr std::size_t kRanksShown = 32;
+
+std::string hex(std::uint64_t value) { return hash::format_digest(value); }
+
+json ranges_json(const std::vector<analysis::DifferingRange>& ranges) {
+  json list = json::array();
+  for (const auto& range : ranges) {
+    list.push_back({{"first_byte", range.first_byte},
+                    {"end_byte", range.end_byte},
+                    {"first_element", range.first_element},
+                    {"end_element", range.end_element}});
+  }
+  return list;
+}
+
+json side_json(const CallSide& side) {
+  if (!side.present) return nullptr;
+  const auto& f = side.fields;
+  json out = {{"seq", f.seq},
+              {"step", f.step},
+              {"comm_ordinal", f.comm_ordinal},
+              {"comm_seq", f.comm_seq},
+              {"comm_id", hex(side.communicator.id)},
+              {"op", records::op_name(f.op)},
+              {"datatype", records::datatype_name(f.datatype)},
+              {"count", f.count},
+              {"redop", records::redop_name(f.redop)},
+              {"peer", f.peer}};
+  out["input_fingerprint"] =
+      (f.flags & records::kCallInputFingerprint) != 0 ? json(hex(f.input_fingerprint)) : json(nullptr);
+  out["output_fingerprint"] =
+      (f.flags & records::kCallOutputFingerprint) != 0 ? json(hex(f.output_fingerprint)) : json(nullptr);
+  return out;
+}
+
+json divergence_json(const CallDivergence& d) {
+  const CallSide& side = d.present_side();
+  json out = {{"kind", analysis::divergence_kind_name(d.kind)},
+              {"role", analysis::divergence_role_name(d.role)},
+              {"rank", d.rank},
+              {"step", d.step()},
+              {"seq", d.seq()},
+              {"comm_ordinal", side.fields.comm_ordinal},
+              {"comm_id", hex(side.communicator.id)},
+              {"comm_seq", side.fields.comm_seq},
+              {"op", records::op_name(side.fields.op)},
+              {"datatype", records::datatype_name(side.fields.datatype)},
+              {"count", side.fields.count},
+              {"redop", records::redop_name(side.fields.redop)},
+              {"cause", d.cause},
+              {"a", side_json(d.a)},
+              {"b", side_json(d.b)}};
+  if (analysis::is_point_to_point(side.fields.op)) {
+    out["peer"] = side.fields.peer;
+  } else if (analysis::is_rooted(side.fields.op)) {
+    out["root"] = side.fields.peer;
+  }
+  if (!d.metadata_differences.empty()) out["metadata_differences"] = d.metadata_differences;
+  if (d.input_differs || d.output_differs) {
+    out["input_differs"] = d.input_differs;
+    out["output_differs"] = d.output_differs;
+  }
+  if (!d.input_ranges.empty()) out["input_ranges"] = ranges_json(d.input_ranges);
+  if (!d.output_ranges.empty()) out["output_ranges"] = ranges_json(d.output_ranges);
+  if (!d.input_blocks.empty()) out["input_blocks"] = d.input_blocks;
+  if (!d.output_blocks.empty()) out["output_blocks"] = d.output_blocks;
+  if (d.source) {
+    out["source"] = {{"rank", d.source->rank},
+                     {"op", records::op_name(d.source->op)},
+                     {"step", d.source->step},
+                     {"seq", d.source->seq},
+                     {"comm_seq", d.source->comm_seq}};
+  }
+  return out;
+}
+
+json rank_json(const RankDiff& rank) {
+  json out = {{"rank", rank.rank},
+              {"in_a", rank.in_a},
+              {"in_b", rank.in_b},
+              {"calls_a", rank.calls_a},
+              {"calls_b", rank.calls_b},
+              {"matching", rank.matching},
+              {"differing", rank.differing},
+              {"unverified", rank.unverified},
+              {"missing_in_a", rank.missing_in_a},
+              {"missing_in_b", rank.missing_in_b},
+              {"not_compared", rank.not_compared},
+              {"end_a", analysis::log_end_name(rank.end_a)},
+              {"end_b", analysis::log_end_name(rank.end_b)}};
+  out["first"] = rank.first ? divergence_json(*rank.first) : json(nullptr);
+  return out;
+}
+
+std::string verdict(const RunDiff& diff) {
+  if (!diff.error.empty()) return "unusable";
+  if (diff.undecided) return "undecided";
+  return diff.identical() ? "identical" : "diverged";
+}
+
+std::string ranges_text(const std::vector<analysis::DifferingRange>& ranges) {
+  std::string text;
+  for (std::size_t i = 0; i < ranges.size() && i < 6; ++i) {
+    const auto& r = ranges[i];
+    text +=
+        (i ? ", " : "") + std::string("bytes ") + std::to_string(r.first_byte) + "-" + std::to_string(r.end_byte - 1);
+    if (r.end_element > r.first_element) {
+      text += " (elements " + std::to_string(r.first_element) + "-" + std::to_string(r.end_element - 1) + ")";
+    }
+  }
+  if (ranges.size() > 6) text += " and " + std::to_string(ranges.size() - 6) + " more ranges";
+  return text;
+}
+
+std::string blocks_text(const std::vector<std::uint32_t>& blocks) {
+  std::string text;
+  for (std::size_t i = 0; i < blocks.size() && i < 16; ++i) text += (i ? ", " : "") + std::to_string(blocks[i]);
+  if (blocks.size() > 16) text += " and " + std::to_string(blocks.size() - 16) + " more";
+  return text;
+}
+
+std::string short_call(const CallDivergence& d) {
+  const CallSide& side = d.present_side();
+  return std::string(records::op_name(side.fields.op)) + " step " + std::to_string(d.step()) + " seq " +
+         std::to_string(d.seq());
+}
+
+void print_first(const Style& style, const CallDivergence& d) {
+  const CallSide& side = d.present_side();
+  std::cout << "  call      " << analysis::describe_call(side.fields) << "\n";
+  std::cout << "            communicator " << side.fields.comm_ordinal << " (id " << hex(side.communicator.id)
+            << "), call #" << side.fields.comm_seq << " on it, seq " << d.seq() << " in the log\n";
+  std::cout << "  why       " << d.cause << "\n";
+  for (const std::string& difference : d.metadata_differences) {
+    std::cout << "  differs   " << difference << " (run A vs run B)\n";
+  }
+  const auto fingerprints = [&](const char* label, bool differs, std::uint64_t a, std::uint64_t b,
+                                const std::vector<analysis::DifferingRange>& ranges,
+                                const std::vector<std::uint32_t>& blocks) {
+    if (!differs) return;
+    std::cout << "  " << label << "  " << style.bad(hex(a)) << " (A) vs " << style.bad(hex(b)) << " (B)\n";
+    if (!ranges.empty()) std::cout << "            differ at " << ranges_text(ranges) << "\n";
+    if (!blocks.empty()) std::cout << "            per-peer blocks that differ: " << blocks_text(blocks) << "\n";
+  };
+  fingerprints("input   ", d.input_differs, d.a.fields.input_fingerprint, d.b.fields.input_fingerprint, d.input_ranges,
+               d.input_blocks);
+  fingerprints("output  ", d.output_differs, d.a.fields.output_fingerprint, d.b.fields.output_fingerprint,
+               d.output_ranges, d.output_blocks);
+  if (d.source) {
+    std::cout << "  source    rank " << d.source->rank << "'s " << records::op_name(d.source->op) << " (step "
+              << d.source->step << ", seq " << d.source->seq << ")\n";
+  }
+}
+
+void print_text(const DiffCommandOptions& options, const RunDiff& diff) {
+  const Style style = Style::for_stdout();
+  std::uint64_t matching = 0, differing = 0, unverified = 0, missing = 0;
+  for (const RankDiff& rank : diff.ranks) {
+    matching += rank.matching;
+    differing += rank.differing;
+    unverified += rank.unverified;
+    missing += rank.missing_in_a + rank.missing_in_b;
+  }
+  const std::string scope = std::to_string(diff.ranks.size()) + " rank" + (diff.ranks.size() == 1 ? "" : "s");
+  if (diff.undecided) {
+    std::cout << style.warn("UNDECIDED") << ": no divergence in what both runs recorded, but a truncated log hides the "
+              << "rest (" << scope << ", " << matching << " calls match)\n";
+  } else if (diff.identical()) {
+    if (matching == 0 && unverified > 0) {
+      std::cout << style.good("IDENTICAL METADATA") << ": " << scope << ", " << unverified
+                << " calls with equal metadata; no fingerprints to compare their contents\n";
+    } else {
+      std::cout << style.good("IDENTICAL") << ": " << scope << ", " << matching << " calls match by fingerprint"
+                << (unverified > 0 ? ", " + std::to_string(unverified) + " more by metadata only" : "") << "\n";
+    }
+  } else if (diff.first) {
+    const CallDivergence& d = *diff.first;
+    std::cout << style.bad("DIVERGED") << ": first divergence at step " << d.step() << " on rank " << d.rank << ": "
+              << style.bold(std::string(analysis::divergence_kind_name(d.kind))) << " ("
+              << analysis::divergence_role_name(d.role) << ")\n";
+  } else {
+    std::cout << style.bad("DIVERGED") << ": the runs' configurations differ (the calls match)\n";
+  }
+
+  if (!diff.config_differences.empty()) {
+    std::cout << "\n" << style.bold("Configuration differs") << " (shown first: it can explain everything after)\n";
+    for (const auto& c : diff.config_differences) {
+      std::cout << "  " << c.field << ": " << c.a << " (A) vs " << c.b << " (B) on " << c.rank_count << " rank"
+                << (c.rank_count == 1 ? "" : "s") << " (first: rank " << c.first_rank << ")\n";
+    }
+  }
+  if (diff.first) {
+    const CallDivergence& d = *diff.first;
+    std::cout << "\n"
+              << style.bold("First divergence") << ": rank " << d.rank << ", step " << d.step() << ", "
+              << analysis::divergence_kind_name(d.kind) << "\n";
+    print_first(style, d);
+    if (!diff.stopped.empty()) {
+      std::cout << "  stopped   ranks whose first difference is a missing call at this step:";
+      for (std::size_t i = 0; i < diff.stopped.size() && i < 32; ++i) std::cout << ' ' << diff.stopped[i];
+      if (diff.stopped.size() > 32) std::cout << " ... (" << diff.stopped.size() << " ranks)";
+      std::cout << "\n";
+    }
+  }
+  if (!diff.receivers.empty()) {
+    std::cout << "\n" << style.bold("Receivers") << " (ranks whose first difference came from another rank)\n";
+    const std::size_t shown =
+        options.verbose ? diff.receivers.size() : std::min<std::size_t>(16, diff.receivers.size());
+    for (std::size_t i = 0; i < shown; ++i) {
+      const RankDiff& rank = *std::find_if(diff.ranks.begin(), diff.ranks.end(),
+                                           [&](const RankDiff& r) { return r.rank == diff.receivers[i]; });
+      const CallDivergence& d = *rank.first;
+      std::cout << "  rank " << rank.rank << ": " << short_call(d);
+      if (d.source) {
+        std::cout << " <- rank " << d.source->rank << "'s " << records::op_name(d.source->op) << " (step "
+                  << d.source->step << ", seq " << d.source->seq << ")";
+      }
+      std::cout << "\n";
+    }
+    if (shown < diff.receivers.size()) {
+      std::cout << "  ... " << diff.receivers.size() - shown << " more (--verbose lists all)\n";
+    }
+  }
+
+  // Per-rank table: diverging ranks first (by their first divergence), then the rest.
+  std::vector<const RankDiff*> rows;
+  for (const RankDiff& rank : diff.ranks) rows.push_back(&rank);
+  std::stable_sort(rows.begin(), rows.end(), [](const RankDiff* x, const RankDiff* y) {
+    if (x->first.has_value() != y->first.has_value()) return x->first.has_value();
+    if (!x->first) return false;
+    return std::make_tuple(x->first->step(), x->first->seq(), x->rank) <
+           std::make_tuple(y->first->step(), y->first->seq(), y->rank);
+  });
+  const std::size_t shown = options.verbose ? rows.size() : std::min(rows.size(), kRanksShown);
+  std::cout << "\n" << style.bold("Per rank") << " (first divergent call; counts over the compared calls)\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "  %6s  %-28s  %-8s  %-12s  %9s  %9s  %10s  %7s\n", "rank", "first divergent call",
+                "kind", "role", "matching", "differing", "unverified", "missing");
+  std::cout << line;
+  for (std::size_t i = 0; i < shown; ++i) {
+    const RankDiff& rank = *rows[i];
+    const std::string call = rank.first ? short_call(*rank.first) : "-";
+    std::snprintf(line, sizeof line, "  %6u  %-28s  %-8s  %-12s  %9llu  %9llu  %10llu  %7llu\n", rank.rank,
+                  call.c_str(),
+                  rank.first ? std::string(analysis::divergence_kind_name(rank.first->kind)).c_str() : "-",
+                  rank.first ? std::string(analysis::divergence_role_name(rank.first->role)).c_str() : "-",
+                  static_cast<unsigned long long>(rank.matching), static_cast<unsigned long long>(rank.differing),
+                  static_cast<unsigned long long>(rank.unverified),
+                  static_cast<unsigned long long>(rank.missing_in_a + rank.missing_in_b));
+    std::cout << line;
+  }
+  if (shown < rows.size()) {
+    std::size_t diverged = 0;
+    for (const RankDiff* rank : rows) diverged += rank->first.has_value() ? 1 : 0;
+    std::cout << "  ... " << rows.size() - shown << " more ranks (" << diverged << " of " << rows.size()
+              << " diverge in all; --verbose lists every rank)\n";
+  }
+  std::cout << "  total: " << matching << " matching, " << differing << " differing, " << unverified << " unverified, "
+            << missing << " missing\n";
+  if (!diff.notes.empty()) {
+    std::cout << "\n" << style.bold("Notes") << "\n";
+    for (const std::string& note : diff.notes) std::cout << "  " << note << "\n";
+  }
+}
+
+}  // namespace
+
+int diff_command(const DiffCommandOptions& options) {
+  const analysis::RunLogs a = analysis::list_run(options.run_a);
+  const analysis::RunLogs b = analysis::list_run(options.run_b);
+  std::atomic<std::size_t> done{0};
+  analysis::DiffOptions diff_options;
+  diff_options.from_step = options.from_step;
+  diff_options.to_step = options.to_step;
+  diff_options.threads = options.threads;
+  diff_options.ranks_done = &done;
+  RunDiff diff;
+  {
+    const Progress progress("detnccl diff", std::max(a.logs.size(), b.logs.size()), "ranks compared", done);
+    diff = analysis::diff_runs(a, b, diff_options);
+  }
+  if (options.json) {
+    json out = {{"verdict", verdict(diff)}, {"run_a", options.run_a}, {"run_b", options.run_b}};
+    if (!diff.error.empty()) {
+      out["error"] = diff.error;
+    } else {
+      out["from_step"] = options.from_step ? json(*options.from_step) : json(nullptr);
+      out["to_step"] = options.to_step ? json(*options.to_step) : json(nullptr);
+      json config = json::array();
+      for (const auto& c : diff.config_differences) {
+        config.push_back(
+            {{"field", c.field}, {"a", c.a}, {"b", c.b}, {"first_rank", c.first_rank}, {"ranks", c.rank_count}});
+      }
+      out["config_differences"] = config;
+      out["first_divergence"] = diff.first ? divergence_json(*diff.first) : json(nullptr);
+      out["receivers"] = diff.receivers;
+      out["stopped"] = diff.stopped;
+      json ranks = json::array();
+      for (const RankDiff& rank : diff.ranks) ranks.push_back(rank_json(rank));
+      out["ranks"] = ranks;
+      out["notes"] = diff.notes;
+    }
+    std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+  } else if (diff.error.empty()) {
+    print_text(options, diff);
+  }
+  if (!diff.error.empty()) {
+    std::cerr << "detnccl diff: unusable input: " << diff.error << "\n";
+    return kExitUnusable;
+  }
+  if (diff.undecided) return kExitUnusable;
+  return diff.identical() ? kExitSame : kExitDiffers;
+}
+
+}  // namespace detnccl::cli

@@ -1,0 +1,243 @@
+// detnccl dump: a run's records in readable form, one line per record (text, JSON lines or CSV).
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli/analysis/call_layout.h"
+#include "cli/analysis/run_logs.h"
+#include "cli/commands.h"
+#include "hash/fingerprint.h"
+
+namespace detnccl::cli {
+namespace {
+
+using analysis::RankLogFile;
+using records::CallRecord;
+using records::CommunicatorRecord;
+
+std::string flag_names(std::uint16_t flags) {
+  std::string text;
+  const auto add = [&](std::uint16_t bit, const char* name) {
+    if ((flags & bit) == 0) return;
+    if (!text.empty()) text += ',';
+    text += name;
+  };
+  add(records::kCallInPlace, "in-place");
+  add(records::kCallDeterministic, "deterministic");
+  add(records::kCallPreMulSumScalar, "premulsum");
+  add(records::kCallSegmentsDropped, "segments-dropped");
+  return text;
+}
+
+std::string origin_name(records::CommOrigin origin) {
+  switch (origin) {
+    case records::CommOrigin::kInitRank:
+      return "InitRank";
+    case records::CommOrigin::kInitAll:
+      return "InitAll";
+    case records::CommOrigin::kInitRankScalable:
+      return "InitRankScalable";
+    case records::CommOrigin::kSplit:
+      return "Split";
+    case records::CommOrigin::kShrink:
+      return "Shrink";
+    case records::CommOrigin::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+std::string fingerprint_or_dash(bool present, std::uint64_t value) {
+  return present ? hash::format_digest(value) : std::string("-");
+}
+
+nlohmann::json digests_json(std::span<const std::uint64_t> digests) {
+  nlohmann::json list = nlohmann::json::array();
+  for (std::uint64_t digest : digests) list.push_back(hash::format_digest(digest));
+  return list;
+}
+
+class Dumper {
+ public:
+  explicit Dumper(std::string format) : format_(std::move(format)) {
+    if (format_ == "csv") {
+      std::cout << "rank,seq,step,comm_ordinal,comm_seq,op,datatype,count,redop,peer,result,group_id,flags,"
+                   "input_fingerprint,output_fingerprint,input_blocks,output_blocks,input_segments,output_segments\n";
+    }
+  }
+
+  void header(const RankLogFile& file, const records::LogHeader& h) {
+    if (format_ == "text") {
+      std::cout << "# rank " << h.rank << " (" << file.path << "): run " << h.run << ", host " << h.host << ", pid "
+                << h.pid << ", world size " << h.world_size << ", NCCL " << h.nccl_version << ", detnccl "
+                << h.detnccl_version_text << ", fingerprint version " << h.fingerprint_version << '\n';
+    } else if (format_ == "jsonl") {
+      nlohmann::json line = {{"type", "header"},
+                             {"path", file.path},
+                             {"rank", h.rank},
+                             {"world_size", h.world_size},
+                             {"run", h.run},
+                             {"host", h.host},
+                             {"pid", h.pid},
+                             {"nccl_version", h.nccl_version},
+                             {"detnccl_version", h.detnccl_version_text},
+                             {"fingerprint_version", h.fingerprint_version},
+                             {"format_version", h.format_version},
+                             {"start_time_ns", h.start_time_ns},
+                             {"config", h.config_text},
+                             {"nccl_environment", h.nccl_environment}};
+      std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+    }
+  }
+
+  void communicator(std::uint32_t rank, const CommunicatorRecord& c) {
+    if (format_ == "text") {
+      std::cout << "comm " << c.ordinal << "  id " << hash::format_digest(c.id) << "  rank " << c.rank << " of "
+                << c.nranks << "  " << origin_name(c.origin);
+      if (c.parent_ordinal != records::kNoParent) std::cout << " of comm " << c.parent_ordinal;
+      if (c.split_color != records::kNotSplit) std::cout << " color " << c.split_color << " key " << c.split_key;
+      if (c.device >= 0) std::cout << "  device " << c.device;
+      std::cout << '\n';
+    } else if (format_ == "jsonl") {
+      nlohmann::json line = {
+          {"type", "communicator"}, {"rank", rank},        {"ordinal", c.ordinal}, {"id", hash::format_digest(c.id)},
+          {"nranks", c.nranks},     {"comm_rank", c.rank}, {"device", c.device},   {"origin", origin_name(c.origin)}};
+      if (c.parent_ordinal != records::kNoParent) {
+        line["parent_ordinal"] = c.parent_ordinal;
+        line["parent_id"] = hash::format_digest(c.parent_id);
+      }
+      if (c.split_color != records::kNotSplit) {
+        line["split_color"] = c.split_color;
+        line["split_key"] = c.split_key;
+      }
+      std::cout << line.dump() << '\n';
+    }
+  }
+
+  void call(std::uint32_t rank, const CallRecord& c) {
+    const bool has_in = (c.flags & records::kCallInputFingerprint) != 0;
+    const bool has_out = (c.flags & records::kCallOutputFingerprint) != 0;
+    if (format_ == "text") {
+      char prefix[96];
+      std::snprintf(prefix, sizeof prefix, "%6llu  step %-5llu comm %llu #%-6llu ",
+                    static_cast<unsigned long long>(c.seq), static_cast<unsigned long long>(c.step),
+                    static_cast<unsigned long long>(c.comm_ordinal), static_cast<unsigned long long>(c.comm_seq));
+      std::cout << prefix << analysis::describe_call(c) << "  in " << fingerprint_or_dash(has_in, c.input_fingerprint)
+                << "  out " << fingerprint_or_dash(has_out, c.output_fingerprint);
+      if (c.group_id != 0) std::cout << "  group " << c.group_id;
+      if (const std::string flags = flag_names(c.flags); !flags.empty()) std::cout << "  " << flags;
+      if (c.result != 0) std::cout << "  -> " << records::result_name(c.result);
+      if (!c.input_blocks.empty() || !c.output_blocks.empty()) {
+        std::cout << "  blocks " << c.input_blocks.size() << "/" << c.output_blocks.size();
+      }
+      if (!c.input_segments.empty() || !c.output_segments.empty()) {
+        std::cout << "  segments " << c.input_segments.size() << "/" << c.output_segments.size();
+      }
+      std::cout << '\n';
+    } else if (format_ == "jsonl") {
+      nlohmann::json line = {{"type", "call"},
+                             {"rank", rank},
+                             {"seq", c.seq},
+                             {"step", c.step},
+                             {"comm_ordinal", c.comm_ordinal},
+                             {"comm_seq", c.comm_seq},
+                             {"op", records::op_name(c.op)},
+                             {"datatype", records::datatype_name(c.datatype)},
+                             {"count", c.count},
+                             {"redop", records::redop_name(c.redop)},
+                             {"peer", c.peer},
+                             {"result", records::result_name(c.result)},
+                             {"group_id", c.group_id},
+                             {"flags", c.flags},
+                             {"in_place", (c.flags & records::kCallInPlace) != 0},
+                             {"input_fingerprint", has_in ? nlohmann::json(hash::format_digest(c.input_fingerprint))
+                                                          : nlohmann::json(nullptr)},
+                             {"output_fingerprint", has_out ? nlohmann::json(hash::format_digest(c.output_fingerprint))
+                                                            : nlohmann::json(nullptr)}};
+      if (!c.input_blocks.empty()) line["input_blocks"] = digests_json(c.input_blocks);
+      if (!c.output_blocks.empty()) line["output_blocks"] = digests_json(c.output_blocks);
+      if (!c.input_segments.empty()) line["input_segments"] = digests_json(c.input_segments);
+      if (!c.output_segments.empty()) line["output_segments"] = digests_json(c.output_segments);
+      if ((c.flags & records::kCallDeterministic) != 0) line["algorithm"] = c.algorithm;
+      std::cout << line.dump() << '\n';
+    } else {
+      std::cout << rank << ',' << c.seq << ',' << c.step << ',' << c.comm_ordinal << ',' << c.comm_seq << ','
+                << records::op_name(c.op) << ',' << records::datatype_name(c.datatype) << ',' << c.count << ','
+                << records::redop_name(c.redop) << ',' << c.peer << ',' << records::result_name(c.result) << ','
+                << c.group_id << ',' << c.flags << ',' << (has_in ? hash::format_digest(c.input_fingerprint) : "")
+                << ',' << (has_out ? hash::format_digest(c.output_fingerprint) : "") << ',' << c.input_blocks.size()
+                << ',' << c.output_blocks.size() << ',' << c.input_segments.size() << ',' << c.output_segments.size()
+                << '\n';
+    }
+  }
+
+  void end(std::uint32_t rank, const records::LogEnd& e) {
+    if (format_ == "text") {
+      std::cout << "# end (" << analysis::log_end_name(e.kind) << "): " << e.message << '\n';
+    } else if (format_ == "jsonl") {
+      std::cout << nlohmann::json({{"type", "end"},
+                                   {"rank", rank},
+                                   {"kind", analysis::log_end_name(e.kind)},
+                                   {"offset", e.offset},
+                                   {"message", e.message}})
+                       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                << '\n';
+    }
+  }
+
+ private:
+  std::string format_;
+};
+
+}  // namespace
+
+int dump_command(const DumpOptions& options) {
+  const analysis::RunLogs run = analysis::list_run(options.run);
+  if (!run.error.empty()) {
+    std::cerr << "detnccl dump: " << run.error << '\n';
+    return kExitUnusable;
+  }
+  std::vector<RankLogFile> files;
+  for (const RankLogFile& file : run.logs) {
+    if (!options.rank || file.rank == *options.rank) files.push_back(file);
+  }
+  if (files.empty()) {
+    std::cerr << "detnccl dump: " << options.run << ": no log for rank " << *options.rank << '\n';
+    return kExitUnusable;
+  }
+  Dumper dumper(options.format);
+  int status = kExitSame;
+  for (const RankLogFile& file : files) {
+    std::string error;
+    const auto stream = analysis::RankLogStream::open(file.path, error);
+    if (!stream) {
+      std::cout.flush();
+      std::cerr << "detnccl dump: " << error << '\n';
+      status = kExitUnusable;
+      continue;
+    }
+    dumper.header(file, stream->header());
+    std::size_t communicators = 0;
+    analysis::CallInRun call;
+    const auto flush_communicators = [&] {
+      for (; communicators < stream->communicators().size(); ++communicators) {
+        dumper.communicator(file.rank, stream->communicators()[communicators]);
+      }
+    };
+    while (stream->next(call)) {
+      flush_communicators();
+      dumper.call(file.rank, call.call);
+    }
+    flush_communicators();
+    dumper.end(file.rank, stream->end());
+    if (analysis::log_end_is_unusable(stream->end())) {
+      std::cout.flush();
+      std::cerr << "detnccl dump: " << file.path << ": " << stream->end().message << '\n';
+      status = kExitUnusable;
+    }
+  }
+  return status;
+}
+
+}  // namespace detnccl::cli

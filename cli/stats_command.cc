@@ -1,0 +1,145 @@
+// detnccl stats: renders what a run's logs hold (cli/analysis/run_stats.h).
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli/analysis/run_stats.h"
+#include "cli/commands.h"
+#include "cli/terminal.h"
+#include "hash/fingerprint.h"
+
+namespace detnccl::cli {
+namespace {
+
+using analysis::Volume;
+using nlohmann::json;
+
+constexpr std::size_t kRanksShown = 32;
+
+json volume_json(const Volume& v) {
+  return {{"calls", v.calls}, {"bytes", v.bytes}, {"fingerprinted", v.fingerprinted}};
+}
+
+std::string bytes_text(std::uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  std::size_t unit = 0;
+  while (value >= 1024.0 && unit + 1 < std::size(units)) {
+    value /= 1024.0;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", value, units[unit]);
+  return text;
+}
+
+std::string steps_text(const std::optional<std::uint64_t>& first, const std::optional<std::uint64_t>& last) {
+  if (!first) return "none";
+  return *first == *last ? std::to_string(*first) : std::to_string(*first) + "-" + std::to_string(*last);
+}
+
+}  // namespace
+
+int stats_command(const StatsCommandOptions& options) {
+  const analysis::RunLogs run = analysis::list_run(options.run);
+  std::atomic<std::size_t> done{0};
+  analysis::RunStats stats;
+  {
+    const Progress progress("detnccl stats", run.logs.size(), "ranks read", done);
+    stats = analysis::run_stats(run, options.threads, &done);
+  }
+  if (!stats.error.empty()) {
+    if (options.json) {
+      std::cout << json({{"run", options.run}, {"error", stats.error}}).dump(2) << "\n";
+    }
+    std::cerr << "detnccl stats: unusable input: " << stats.error << "\n";
+    return kExitUnusable;
+  }
+  std::vector<const analysis::RankStats*> incomplete;
+  for (const auto& rank : stats.ranks) {
+    if (rank.end != records::LogEndKind::kClosed) incomplete.push_back(&rank);
+  }
+  if (options.json) {
+    json out = {{"run", options.run}, {"ranks", stats.ranks.size()}, {"total", volume_json(stats.total)}};
+    out["first_step"] = stats.first_step ? json(*stats.first_step) : json(nullptr);
+    out["last_step"] = stats.last_step ? json(*stats.last_step) : json(nullptr);
+    json per_op = json::object();
+    for (const auto& [op, volume] : stats.per_op) per_op[std::string(records::op_name(op))] = volume_json(volume);
+    out["per_op"] = per_op;
+    json communicators = json::array();
+    for (const auto& [id, c] : stats.per_communicator) {
+      json entry = volume_json(c.total);
+      entry["id"] = hash::format_digest(id);
+      entry["nranks"] = c.nranks;
+      entry["members_seen"] = c.members_seen;
+      communicators.push_back(entry);
+    }
+    out["per_communicator"] = communicators;
+    json ranks = json::array();
+    for (const auto& rank : stats.ranks) {
+      json entry = volume_json(rank.total);
+      entry["rank"] = rank.rank;
+      entry["end"] = analysis::log_end_name(rank.end);
+      entry["end_message"] = rank.end_message;
+      entry["first_step"] = rank.first_step ? json(*rank.first_step) : json(nullptr);
+      entry["last_step"] = rank.last_step ? json(*rank.last_step) : json(nullptr);
+      json ops = json::object();
+      for (const auto& [op, volume] : rank.per_op) ops[std::string(records::op_name(op))] = volume_json(volume);
+      entry["per_op"] = ops;
+      ranks.push_back(entry);
+    }
+    out["per_rank"] = ranks;
+    std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+    return kExitSame;
+  }
+
+  const Style style = Style::for_stdout();
+  std::cout << style.bold("Run " + options.run) << ": " << stats.ranks.size() << " rank"
+            << (stats.ranks.size() == 1 ? "" : "s") << ", " << stats.total.calls << " calls, "
+            << bytes_text(stats.total.bytes) << ", steps " << steps_text(stats.first_step, stats.last_step) << ", "
+            << stats.total.fingerprinted << " calls fingerprinted\n";
+  if (incomplete.empty()) {
+    std::cout << "  every log was closed cleanly\n";
+  } else {
+    std::cout << "  " << style.warn(std::to_string(incomplete.size()) + " log(s) did not close cleanly") << ":\n";
+    const std::size_t shown = options.verbose ? incomplete.size() : std::min<std::size_t>(incomplete.size(), 10);
+    for (std::size_t i = 0; i < shown; ++i) {
+      std::cout << "    rank " << incomplete[i]->rank << " (" << analysis::log_end_name(incomplete[i]->end)
+                << "): " << incomplete[i]->end_message << "\n";
+    }
+    if (shown < incomplete.size()) std::cout << "    ... " << incomplete.size() - shown << " more\n";
+  }
+  char line[256];
+  std::cout << "\n" << style.bold("Per operation") << "\n";
+  for (const auto& [op, v] : stats.per_op) {
+    std::snprintf(line, sizeof line, "  %-14s %12llu calls  %12s  %12llu fingerprinted\n",
+                  std::string(records::op_name(op)).c_str(), static_cast<unsigned long long>(v.calls),
+                  bytes_text(v.bytes).c_str(), static_cast<unsigned long long>(v.fingerprinted));
+    std::cout << line;
+  }
+  std::cout << "\n" << style.bold("Per communicator") << "\n";
+  for (const auto& [id, c] : stats.per_communicator) {
+    std::snprintf(line, sizeof line, "  %s  %5u ranks (%u logs)  %12llu calls  %12s\n", hash::format_digest(id).c_str(),
+                  c.nranks, c.members_seen, static_cast<unsigned long long>(c.total.calls),
+                  bytes_text(c.total.bytes).c_str());
+    std::cout << line;
+  }
+  std::cout << "\n" << style.bold("Per rank") << "\n";
+  const std::size_t shown = options.verbose ? stats.ranks.size() : std::min(stats.ranks.size(), kRanksShown);
+  for (std::size_t i = 0; i < shown; ++i) {
+    const auto& rank = stats.ranks[i];
+    std::snprintf(line, sizeof line, "  rank %6u  %12llu calls  %12s  steps %-12s  %s\n", rank.rank,
+                  static_cast<unsigned long long>(rank.total.calls), bytes_text(rank.total.bytes).c_str(),
+                  steps_text(rank.first_step, rank.last_step).c_str(),
+                  std::string(analysis::log_end_name(rank.end)).c_str());
+    std::cout << line;
+  }
+  if (shown < stats.ranks.size()) {
+    std::cout << "  ... " << stats.ranks.size() - shown << " more ranks (--verbose lists every rank)\n";
+  }
+  return kExitSame;
+}
+
+}  // namespace detnccl::cli

@@ -1,0 +1,17 @@
+# The `detnccl` command: its analysis on synthetic logs (test_cli_analysis), and the binary end to end on logs the
+# shim wrote over hostnccl (test_cli).
+add_executable(test_cli_analysis test_cli_analysis.cc)
+target_link_libraries(test_cli_analysis PRIVATE detnccl_analysis detnccl_records detnccl_options GTest::gtest_main)
+gtest_discover_tests(test_cli_analysis)
+
+if(TARGET hostnccl AND TARGET hostnccl-run AND TARGET trace_job)
+  add_executable(test_cli test_cli.cc)
+  target_link_libraries(test_cli PRIVATE detnccl_records nlohmann_json::nlohmann_json detnccl_options
+                                         GTest::gtest_main)
+  target_compile_definitions(test_cli PRIVATE
+    DETNCCL_SHIM_PATH="$<TARGET_FILE:detnccl>" DETNCCL_TRACE_JOB="$<TARGET_FILE:trace_job>"
+    DETNCCL_LAUNCHER="$<TARGET_FILE:hostnccl-run>" DETNCCL_CLI="$<TARGET_FILE:detnccl-cli>")
+  add_dependencies(test_cli detnccl trace_job hostnccl-run detnccl-cli)
+  gtest_discover_tests(test_cli DISCOVERY_TIMEOUT 30
+                       PROPERTIES TIMEOUT 300 RESOURCE_LOCK hostnccl_shm FIXTURES_REQUIRED hostnccl_suite)
+endif()

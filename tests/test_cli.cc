@@ -1,0 +1,319 @@
+// End-to-end tests of the `detnccl` command: trace_job runs under hostnccl-run with libdetnccl.so preloaded, and
+// the `detnccl` binary reads the logs it leaves (diff, check, dump, stats), as a user would. Situations a real job
+// cannot produce under the shim (a Send/Recv content corruption, a metadata desync that hostnccl would refuse or
+// hang on) use synthetic logs (tests/test_cli_synthetic_run.h), still read by the binary.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "records/log_reader.h"
+#include "tests/test_cli_synthetic_run.h"
+#include "tests/trace_job_script.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout only
+};
+
+CommandResult run(const std::string& command) {
+  CommandResult result;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  std::array<char, 4096> buffer{};
+  size_t n = 0;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "detnccl-cli-e2e-XXXXXX").string();
+    path_ = mkdtemp(pattern.data());
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const std::string& path() const { return path_; }
+  std::string run(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Runs trace_job on n ranks with the shim preloaded, writing DIR/run_name.
+CommandResult traced_job(const TempDir& dir, const std::string& run_name, int nranks, const std::string& arguments,
+                         const std::string& environment = "") {
+  return run("env HOSTNCCL_TIMEOUT_S=20 " + environment + " " DETNCCL_LAUNCHER " -n " + std::to_string(nranks) +
+             " --timeout 120 --grace 1 -- env LD_PRELOAD=" DETNCCL_SHIM_PATH " DETNCCL_DIR=" + dir.path() +
+             " DETNCCL_RUN=" + run_name + " " DETNCCL_TRACE_JOB " " + arguments + " 2>&1");
+}
+
+// Runs the detnccl command; stderr is folded into the output only when asked (JSON tests parse stdout alone).
+CommandResult detnccl(const std::string& arguments, bool with_stderr = false) {
+  return run("NO_COLOR=1 " DETNCCL_CLI " " + arguments + (with_stderr ? " 2>&1" : " 2>/dev/null"));
+}
+
+json diff_json(const TempDir& dir, const std::string& a, const std::string& b, const std::string& extra = "") {
+  const CommandResult result = detnccl("diff --json " + dir.run(a) + " " + dir.run(b) + " " + extra);
+  return json::parse(result.output, nullptr, /*allow_exceptions=*/false);
+}
+
+TEST(CliDiff, TwoIdenticalRunsExitZero) {
+  TempDir dir;
+  for (const char* name : {"a", "b"}) ASSERT_EQ(traced_job(dir, name, 4, "--steps 2").exit_code, 0);
+  const CommandResult text = detnccl("diff " + dir.run("a") + " " + dir.run("b"));
+  EXPECT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_EQ(text.output.rfind("IDENTICAL", 0), 0u) << "the verdict comes first: " << text.output;
+  const json result = diff_json(dir, "a", "b");
+  ASSERT_FALSE(result.is_discarded());
+  EXPECT_EQ(result["verdict"], "identical");
+  const std::size_t per_rank = detnccl::test::script_step(0, 4, 0).size() * 2;
+  for (const json& rank : result["ranks"]) EXPECT_EQ(rank["matching"], per_rank);
+}
+
+TEST(CliDiff, APerturbedInputIsFoundAtItsRankAndStepWithItsReceivers) {
+  TempDir dir;
+  ASSERT_EQ(traced_job(dir, "a", 4, "--steps 4").exit_code, 0);
+  const CommandResult perturbed = traced_job(dir, "b", 4, "--steps 4 --perturb-rank 2 --perturb-step 1");
+  ASSERT_EQ(perturbed.exit_code, 0) << perturbed.output;
+  const CommandResult text = detnccl("diff " + dir.run("a") + " " + dir.run("b"));
+  EXPECT_EQ(text.exit_code, 1) << text.output;
+  const json result = diff_json(dir, "a", "b");
+  ASSERT_FALSE(result.is_discarded());
+  EXPECT_EQ(result["verdict"], "diverged");
+  const json& first = result["first_divergence"];
+  EXPECT_EQ(first["kind"], "input");
+  EXPECT_EQ(first["role"], "origin");
+  EXPECT_EQ(first["rank"], 2);
+  EXPECT_EQ(first["step"], 1);
+  EXPECT_EQ(first["op"], "AllReduce");  // the first call of the step
+  EXPECT_EQ(first["seq"], detnccl::test::script_step(2, 4, 0).size());
+  // Downstream: rank 3 receives rank 2's Send; every rank gathers rank 2's block in the AllGather.
+  std::vector<int> receivers = result["receivers"].get<std::vector<int>>();
+  EXPECT_EQ(receivers.size(), 3u) << result.dump(2);
+  for (const json& rank : result["ranks"]) {
+    if (rank["rank"] == 2) continue;
+    ASSERT_FALSE(rank["first"].is_null()) << rank.dump();
+    EXPECT_EQ(rank["first"]["role"], "receiver") << rank.dump();
+    EXPECT_EQ(rank["first"]["source"]["rank"], 2) << rank.dump();
+    EXPECT_EQ(rank["first"]["step"], 1);
+  }
+  const json& rank3 = result["ranks"][3];
+  EXPECT_EQ(rank3["first"]["op"], "Recv");
+  EXPECT_EQ(rank3["first"]["source"]["op"], "Send");
+}
+
+TEST(CliDiff, ArrivalOrderReductionsShowAnOutputDivergenceAtTheFirstAffectedAllReduce) {
+  TempDir dir;
+  // Arrival order usually changes the sum's bits at the first call; the two runs could still agree by chance, so
+  // try a few pairs of runs.
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    const std::string a = "a" + std::to_string(attempt);
+    const std::string b = "b" + std::to_string(attempt);
+    for (const std::string& name : {a, b}) {
+      ASSERT_EQ(traced_job(dir, name, 4, "--steps 6 --wide-allreduce", "HOSTNCCL_REDUCE_ORDER=arrival").exit_code, 0);
+    }
+    // The expected answer, read from the logs directly: the first step whose AllReduce output differs on any rank.
+    std::optional<std::uint64_t> expected;
+    for (int rank = 0; rank < 4; ++rank) {
+      std::vector<std::uint64_t> outputs[2];
+      for (int side = 0; side < 2; ++side) {
+        const std::string path =
+            dir.run(side == 0 ? a : b) + "/" + detnccl::records::rank_log_file_name(static_cast<std::uint32_t>(rank));
+        auto opened = detnccl::records::LogReader::open_file(path);
+        ASSERT_TRUE(opened.reader) << opened.error;
+        detnccl::records::LogRecord record;
+        while (opened.reader->next(record)) {
+          if (const auto* call = std::get_if<detnccl::records::CallRecord>(&record.record)) {
+            outputs[side].push_back(call->output_fingerprint);
+          }
+        }
+      }
+      ASSERT_EQ(outputs[0].size(), 6u);
+      ASSERT_EQ(outputs[1].size(), 6u);
+      for (std::uint64_t step = 0; step < 6; ++step) {
+        if (outputs[0][step] != outputs[1][step] && (!expected || step < *expected)) expected = step;
+      }
+    }
+    if (!expected) continue;
+    const json result = diff_json(dir, a, b);
+    ASSERT_FALSE(result.is_discarded());
+    EXPECT_EQ(result["verdict"], "diverged");
+    EXPECT_EQ(result["first_divergence"]["kind"], "output");
+    EXPECT_EQ(result["first_divergence"]["role"], "origin");
+    EXPECT_EQ(result["first_divergence"]["step"], *expected);
+    EXPECT_EQ(result["first_divergence"]["op"], "AllReduce");
+    const CommandResult check = detnccl("check " + dir.run(a));
+    EXPECT_EQ(check.exit_code, 0) << "every member got the same (order-dependent) sum: " << check.output;
+    return;
+  }
+  GTEST_SKIP() << "five pairs of arrival-order runs gave identical sums (very unlikely): nothing to diff";
+}
+
+TEST(CliDiff, AKilledRankShowsMissing) {
+  TempDir dir;
+  ASSERT_EQ(traced_job(dir, "a", 3, "--steps 4").exit_code, 0);
+  EXPECT_NE(traced_job(dir, "b", 3, "--steps 4 --die-at-step 2").exit_code, 0);
+  const json result = diff_json(dir, "a", "b");
+  ASSERT_FALSE(result.is_discarded());
+  EXPECT_EQ(result["verdict"], "diverged");
+  EXPECT_EQ(result["first_divergence"]["kind"], "missing");
+  EXPECT_EQ(result["first_divergence"]["step"], 2);
+  const auto stopped = result["stopped"].get<std::vector<int>>();
+  EXPECT_NE(std::find(stopped.begin(), stopped.end(), 1), stopped.end()) << result.dump(2);
+  const json& rank1 = result["ranks"][1];
+  EXPECT_EQ(rank1["first"]["kind"], "missing");
+  EXPECT_EQ(rank1["first"]["step"], 2);
+  EXPECT_EQ(rank1["end_b"], "torn tail");
+  EXPECT_EQ(rank1["missing_in_b"], detnccl::test::script_step(1, 3, 0).size() * 2);
+}
+
+TEST(CliDiff, AResumedRunMatchesFromItsFirstStep) {
+  TempDir dir;
+  ASSERT_EQ(traced_job(dir, "full", 2, "--steps 4").exit_code, 0);
+  ASSERT_EQ(traced_job(dir, "resumed", 2, "--steps 4 --first-step 2").exit_code, 0);
+  const CommandResult matched = detnccl("diff --from-step 2 " + dir.run("full") + " " + dir.run("resumed"));
+  EXPECT_EQ(matched.exit_code, 0) << matched.output;
+  const CommandResult unaligned = detnccl("diff " + dir.run("full") + " " + dir.run("resumed"));
+  EXPECT_EQ(unaligned.exit_code, 1) << unaligned.output;
+  EXPECT_NE(unaligned.output.find("--from-step 2"), std::string::npos)
+      << "the hint names the option: " << unaligned.output;
+  const CommandResult head = detnccl("diff --to-step 1 " + dir.run("full") + " " + dir.run("full"));
+  EXPECT_EQ(head.exit_code, 0) << head.output;
+}
+
+TEST(CliDiff, UnusableInputExitsTwoNamingTheFile) {
+  TempDir dir;
+  ASSERT_EQ(traced_job(dir, "a", 2, "--steps 1").exit_code, 0);
+  fs::create_directory(dir.run("b"));
+  fs::copy_file(dir.run("a") + "/rank-00000.dnc", dir.run("b") + "/rank-00000.dnc");
+  std::ofstream(dir.run("b") + "/rank-00001.dnc") << "garbage";
+  const CommandResult garbage = detnccl("diff " + dir.run("a") + " " + dir.run("b"), /*with_stderr=*/true);
+  EXPECT_EQ(garbage.exit_code, 2);
+  EXPECT_NE(garbage.output.find("rank-00001.dnc"), std::string::npos) << garbage.output;
+  EXPECT_NE(garbage.output.find("not a detnccl log"), std::string::npos) << garbage.output;
+  const CommandResult absent = detnccl("diff " + dir.run("a") + " " + dir.run("nope"), true);
+  EXPECT_EQ(absent.exit_code, 2);
+  EXPECT_NE(absent.output.find("nope"), std::string::npos) << absent.output;
+  const json unusable = diff_json(dir, "a", "nope");
+  EXPECT_EQ(unusable["verdict"], "unusable");
+  EXPECT_EQ(detnccl("diff --frobnicate " + dir.run("a")).exit_code, 2);
+  EXPECT_EQ(detnccl("diff --help").exit_code, 0);
+  EXPECT_EQ(detnccl("--help").exit_code, 0);
+  EXPECT_EQ(detnccl("").exit_code, 2);
+}
+
+TEST(CliCheck, ATracedRunIsConsistent) {
+  TempDir dir;
+  ASSERT_EQ(traced_job(dir, "a", 4, "--steps 2").exit_code, 0);
+  const CommandResult result = detnccl("check --json " + dir.run("a"));
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  const json parsed = json::parse(result.output, nullptr, false);
+  ASSERT_FALSE(parsed.is_discarded());
+  EXPECT_EQ(parsed["verdict"], "consistent");
+  const std::size_t per_step = detnccl::test::script_step(0, 4, 0).size();
+  EXPECT_EQ(parsed["calls"], 4 * 2 * per_step);
+  EXPECT_EQ(parsed["point_to_point_pairs"], 4 * 2);  // one ring Send/Recv per rank per step
+  EXPECT_EQ(parsed["collectives"], 2 * (per_step - 2));
+  EXPECT_GT(parsed["content_checks"].get<int>(), 0);
+}
+
+TEST(CliCheck, CatchesASendRecvCorruptionAndAMetadataDesync) {
+  // Synthetic logs: under the shim both sides of a transfer are fingerprinted from the bytes NCCL moved, and
+  // hostnccl refuses or hangs on mismatched counts, so a real job cannot produce these.
+  TempDir dir;
+  detnccl::test::SyntheticRunSpec corrupted;
+  corrupted.hook = [](std::uint32_t rank, detnccl::records::CallFields& call, auto&, auto&, auto&, auto&) {
+    if (rank == 1 && call.step == 2 && call.op == detnccl::records::OpId::kRecv) call.output_fingerprint ^= 1;
+    return true;
+  };
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "corrupt", corrupted), "");
+  const CommandResult corrupt = detnccl("check " + dir.run("corrupt"));
+  EXPECT_EQ(corrupt.exit_code, 1) << corrupt.output;
+  EXPECT_EQ(corrupt.output.rfind("INCONSISTENT", 0), 0u) << corrupt.output;
+  // Two ring transfers per step: step 2 holds the pair's Sends #4 and #5.
+  EXPECT_NE(corrupt.output.find("rank 0's Send #4 to rank 1"), std::string::npos) << corrupt.output;
+  EXPECT_NE(corrupt.output.find("corrupted data"), std::string::npos) << corrupt.output;
+
+  detnccl::test::SyntheticRunSpec desync;
+  desync.hook = [](std::uint32_t rank, detnccl::records::CallFields& call, auto&, auto&, auto&, auto&) {
+    if (rank == 2 && call.step == 1 && call.op == detnccl::records::OpId::kAllGather) call.datatype = 9;
+    return true;
+  };
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "desync", desync), "");
+  const CommandResult mismatch = detnccl("check --json " + dir.run("desync"));
+  EXPECT_EQ(mismatch.exit_code, 1) << mismatch.output;
+  const json parsed = json::parse(mismatch.output, nullptr, false);
+  ASSERT_FALSE(parsed.is_discarded());
+  ASSERT_FALSE(parsed["findings"].empty());
+  EXPECT_EQ(parsed["findings"][0]["kind"], "dtype mismatch");
+  EXPECT_EQ(parsed["findings"][0]["ranks"], json::array({2}));
+  EXPECT_EQ(parsed["findings"][0]["step"], 1);
+}
+
+TEST(CliDump, EveryFormatHasOneLinePerCall) {
+  TempDir dir;
+  ASSERT_EQ(traced_job(dir, "a", 2, "--steps 1").exit_code, 0);
+  const std::size_t calls = detnccl::test::script_step(1, 2, 0).size();
+  const CommandResult text = detnccl("dump --rank 1 " + dir.run("a"));
+  ASSERT_EQ(text.exit_code, 0);
+  std::istringstream lines(text.output);
+  std::size_t call_lines = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(" step ") != std::string::npos) ++call_lines;
+  }
+  EXPECT_EQ(call_lines, calls) << text.output;
+  EXPECT_NE(text.output.find("# end (closed)"), std::string::npos);
+
+  const CommandResult jsonl = detnccl("dump --rank 1 --format jsonl " + dir.run("a"));
+  ASSERT_EQ(jsonl.exit_code, 0);
+  std::istringstream json_lines(jsonl.output);
+  std::size_t json_calls = 0;
+  for (std::string line; std::getline(json_lines, line);) {
+    const json parsed = json::parse(line, nullptr, false);
+    ASSERT_FALSE(parsed.is_discarded()) << line;
+    if (parsed["type"] != "call") continue;
+    ++json_calls;
+    if (!parsed["input_fingerprint"].is_null()) {
+      EXPECT_EQ(parsed["input_fingerprint"].get<std::string>().size(), 16u);
+    }
+  }
+  EXPECT_EQ(json_calls, calls);
+
+  const CommandResult csv = detnccl("dump --format csv " + dir.run("a"));
+  ASSERT_EQ(csv.exit_code, 0);
+  EXPECT_EQ(static_cast<std::size_t>(std::count(csv.output.begin(), csv.output.end(), '\n')), 1 + 2 * calls);
+  EXPECT_EQ(detnccl("dump --format xml " + dir.run("a")).exit_code, 2);
+}
+
+TEST(CliStats, CountsCallsStepsAndTruncatedLogs) {
+  TempDir dir;
+  EXPECT_NE(traced_job(dir, "k", 3, "--steps 3 --die-at-step 1").exit_code, 0);
+  const CommandResult result = detnccl("stats --json " + dir.run("k"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const json parsed = json::parse(result.output, nullptr, false);
+  ASSERT_FALSE(parsed.is_discarded());
+  const std::size_t per_step = detnccl::test::script_step(0, 3, 0).size();
+  const json& rank1 = parsed["per_rank"][1];
+  EXPECT_EQ(rank1["calls"], per_step);  // step 0 only, then SIGKILL
+  EXPECT_EQ(rank1["end"], "torn tail");
+  EXPECT_EQ(rank1["last_step"], 0);
+  EXPECT_EQ(parsed["per_op"]["AllReduce"]["calls"].get<int>() % 3, 0);
+}
+
+}  // namespace

@@ -1,0 +1,194 @@
+// Synthetic detnccl runs for the tests and benchmarks of the `detnccl` command: per-rank logs written with
+// records::RecordWriter whose calls obey every cross-rank relation a real job's would (AllReduce outputs equal on all
+// members, each Recv's output equal to its Send's input, AllGather and AlltoAll blocks equal to what each peer sent),
+// with fingerprints computed from (rank, call) by a fixed mixing function, so that two runs written with the same
+// spec are identical. A hook changes any call before it is written (a perturbation, a desync, a corruption) or drops
+// it, so a test knows exactly where the difference is.
+#ifndef DETNCCL_TESTS_TEST_CLI_SYNTHETIC_RUN_H
+#define DETNCCL_TESTS_TEST_CLI_SYNTHETIC_RUN_H
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "records/log_format.h"
+#include "records/record_writer.h"
+
+namespace detnccl::test {
+
+// The communicator every synthetic rank belongs to (one, spanning the world).
+inline constexpr std::uint64_t kSyntheticCommunicatorId = 0x5e5e5e5e00c0ffeeull;
+
+// The op of call i of a step: a repeating pattern of collectives and a Send/Recv ring.
+inline records::OpId synthetic_op(std::uint64_t index_in_step) {
+  static constexpr records::OpId kPattern[] = {records::OpId::kAllReduce, records::OpId::kSend,
+                                               records::OpId::kRecv,      records::OpId::kAllGather,
+                                               records::OpId::kBroadcast, records::OpId::kAlltoAll};
+  return kPattern[index_in_step % 6];
+}
+
+// A fixed 64-bit mixing function (splitmix64 finaliser) standing in for a fingerprint.
+inline std::uint64_t synthetic_digest(std::uint64_t a, std::uint64_t b, std::uint64_t c = 0) {
+  std::uint64_t x = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull) * 0xBF58476D1CE4E5B9ull ^ c;
+  x ^= x >> 30;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 27;
+  x *= 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return x;
+}
+
+// What to write.
+struct SyntheticRunSpec {
+  std::uint32_t ranks = 4;
+  std::uint64_t steps = 4;
+  std::uint64_t calls_per_step = 12;
+  std::uint64_t first_step = 0;  // a resumed run starts here (its comm_seq starts at 0)
+  std::uint64_t count = 1024;    // elements per call (float32)
+  std::uint32_t segments = 0;    // segment digests per buffer (0: none); DETNCCL_SEGMENT_BYTES=1M
+  bool fingerprints = true;      // false: a trace level "meta" run
+  std::string extra_config;      // appended to the header's configuration text
+  bool close_logs = true;        // false: cut the end marker off (a killed job's torn tails)
+  // Called for every call before it is written, with the writing rank; returning false drops the call.
+  std::function<bool(std::uint32_t rank, records::CallFields& call, std::vector<std::uint64_t>& input_blocks,
+                     std::vector<std::uint64_t>& output_blocks, std::vector<std::uint64_t>& input_segments,
+                     std::vector<std::uint64_t>& output_segments)>
+      hook;
+};
+
+// Writes dir/run/rank-NNNNN.dnc for every rank. Returns an error message, empty on success.
+inline std::string write_synthetic_run(const std::string& dir, const std::string& run, const SyntheticRunSpec& spec) {
+  using records::OpId;
+  const std::uint32_t n = spec.ranks;
+  for (std::uint32_t rank = 0; rank < n; ++rank) {
+    records::LogHeader header;
+    header.rank = rank;
+    header.world_size = n;
+    header.pid = 1000 + rank;
+    header.nccl_version = 22809;
+    header.fingerprint_version = 1;
+    header.detnccl_version = 100;
+    header.host = "synthetic";
+    header.detnccl_version_text = "0.1.0";
+    header.run = run;
+    header.config_text = "DETNCCL_DIR=" + dir + "\nDETNCCL_RUN=" + run + "\nDETNCCL_TRACE=" +
+                         std::string(spec.segments > 0   ? "segments"
+                                     : spec.fingerprints ? "hash"
+                                                         : "meta") +
+                         "\nDETNCCL_SEGMENT_BYTES=1M\n" + spec.extra_config;
+    header.nccl_environment = "NCCL_DEBUG=WARN\n";
+    records::WriterOptions options;
+    options.initial_bytes = 64u << 10;
+    auto created = records::RecordWriter::create({dir, run, records::rank_log_file_name(rank)}, header, options);
+    if (!created.writer) return created.error;
+    records::CommunicatorRecord communicator;
+    communicator.ordinal = 0;
+    communicator.id = kSyntheticCommunicatorId;
+    communicator.nranks = n;
+    communicator.rank = rank;
+    communicator.origin = records::CommOrigin::kInitRank;
+    created.writer->append(communicator);
+
+    const std::uint32_t next = (rank + 1) % n;
+    const std::uint32_t previous = (rank + n - 1) % n;
+    std::uint64_t seq = 0;
+    std::vector<std::uint64_t> input_blocks, output_blocks, input_segments, output_segments;
+    for (std::uint64_t step = spec.first_step; step < spec.steps; ++step) {
+      for (std::uint64_t i = 0; i < spec.calls_per_step; ++i) {
+        // c identifies the call in the whole job (equal on every rank, whatever step the run started at).
+        const std::uint64_t c = step * spec.calls_per_step + i;
+        records::CallFields call;
+        call.seq = seq;
+        call.comm_ordinal = 0;
+        call.comm_seq = seq;
+        call.count = spec.count;
+        call.step = step;
+        call.op = synthetic_op(i);
+        call.datatype = 7;  // float32
+        input_blocks.clear();
+        output_blocks.clear();
+        const auto mine = [&](std::uint32_t r) { return synthetic_digest(r, c, 1); };
+        switch (call.op) {
+          case OpId::kAllReduce:
+            call.redop = 0;
+            call.input_fingerprint = mine(rank);
+            call.output_fingerprint = synthetic_digest(~0ull, c, 2);
+            break;
+          case OpId::kSend:
+            call.peer = static_cast<std::int32_t>(next);
+            call.input_fingerprint = mine(rank);
+            break;
+          case OpId::kRecv:
+            // The data of the previous rank's Send, call c - 1 of the job.
+            call.peer = static_cast<std::int32_t>(previous);
+            call.output_fingerprint = synthetic_digest(previous, c - 1, 1);
+            break;
+          case OpId::kAllGather:
+            call.input_fingerprint = mine(rank);
+            call.output_fingerprint = synthetic_digest(~0ull, c, 3);
+            for (std::uint32_t r = 0; r < n; ++r) output_blocks.push_back(mine(r));
+            break;
+          case OpId::kBroadcast:
+            call.peer = 0;
+            call.input_fingerprint = mine(0);
+            call.output_fingerprint = mine(0);
+            break;
+          case OpId::kAlltoAll:
+            for (std::uint32_t p = 0; p < n; ++p) {
+              input_blocks.push_back(synthetic_digest(rank, c, 100 + p));   // what rank sends to p
+              output_blocks.push_back(synthetic_digest(p, c, 100 + rank));  // what p sent to rank
+            }
+            call.input_fingerprint = synthetic_digest(rank, c, 4);
+            call.output_fingerprint = synthetic_digest(rank, c, 5);
+            break;
+          default:
+            break;
+        }
+        const bool has_input = call.op != OpId::kRecv && (call.op != OpId::kBroadcast || rank == 0);
+        const bool has_output = call.op != OpId::kSend;
+        if (spec.fingerprints) {
+          call.flags = static_cast<std::uint16_t>((has_input ? records::kCallInputFingerprint : 0) |
+                                                  (has_output ? records::kCallOutputFingerprint : 0));
+        } else {
+          input_blocks.clear();
+          output_blocks.clear();
+        }
+        input_segments.clear();
+        output_segments.clear();
+        for (std::uint32_t s = 0; s < spec.segments && spec.fingerprints; ++s) {
+          if (has_input) input_segments.push_back(synthetic_digest(call.input_fingerprint, s, 6));
+          if (has_output) output_segments.push_back(synthetic_digest(call.output_fingerprint, s, 7));
+        }
+        if (spec.hook && !spec.hook(rank, call, input_blocks, output_blocks, input_segments, output_segments)) {
+          continue;
+        }
+        records::CallRecord record;
+        static_cast<records::CallFields&>(record) = call;
+        record.input_blocks = input_blocks;
+        record.output_blocks = output_blocks;
+        record.input_segments = input_segments;
+        record.output_segments = output_segments;
+        created.writer->append(record);
+        ++seq;
+      }
+    }
+    created.writer->close();
+    if (!spec.close_logs) {
+      // The end marker is the last 32 bytes (16-byte frame, 16-byte EndRecord): without it the log has a torn tail.
+      std::error_code error;
+      const auto size = std::filesystem::file_size(created.writer->path(), error);
+      if (error || truncate(created.writer->path().c_str(), static_cast<off_t>(size - 32)) != 0) {
+        return "cannot cut " + created.writer->path();
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace detnccl::test
+
+#endif  // DETNCCL_TESTS_TEST_CLI_SYNTHETIC_RUN_H
