@@ -1,0 +1,247 @@
+// GPU check for deterministic mode: the CUDA backend's load / combine / finish kernels give the same bits as the CPU
+// backend on the same inputs (every floating datatype, every operator, both accumulation modes, inputs with NaN
+// payloads, infinities, signed zeros, subnormals and overflowing values), and the combine kernel's throughput against
+// a device-to-device memcpy measured in the same run.
+//
+//   bench_deterministic_gpu            run on the GPU
+//   bench_deterministic_gpu --dry-run  CPU side only (no GPU needed): builds every case and runs the CPU backend
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/backend.h"
+
+namespace {
+
+namespace dc = detnccl::collectives;
+
+constexpr int kRadix = 5;                       // inputs per combine, as in a radix-5 step
+constexpr std::size_t kCount = 1 << 16;         // elements per input in the bitwise check
+constexpr std::size_t kSpeedBytes = 256 << 20;  // bytes per input in the throughput check
+
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Raw random bits for every element: every encoding appears (NaN payloads, infinities, -0, subnormals, large
+// values); for fp32/fp64, a quarter of the elements are small ordinary values so that sums do not all overflow.
+std::vector<unsigned char> random_bytes(ncclDataType_t type, std::size_t count, std::uint64_t seed) {
+  const std::size_t size = detnccl::arith::dtype_size(type);
+  std::vector<unsigned char> bytes(count * size);
+  for (std::size_t i = 0; i < count; ++i) {
+    std::uint64_t bits = mix(seed * 1000003u + i);
+    if (type == ncclFloat32 && (bits & 3) == 0) {
+      const float x = static_cast<float>(static_cast<std::int64_t>(bits >> 40) - (1 << 23)) / 4096.0f;
+      std::memcpy(&bits, &x, sizeof x);
+    } else if (type == ncclFloat64 && (bits & 3) == 0) {
+      const double x = static_cast<double>(static_cast<std::int64_t>(bits >> 20) - (std::int64_t{1} << 43)) / 65536.0;
+      std::memcpy(&bits, &x, sizeof x);
+    }
+    std::memcpy(&bytes[i * size], &bits, size);
+  }
+  return bytes;
+}
+
+bool cuda_ok(cudaError_t status, const char* what) {
+  if (status == cudaSuccess) return true;
+  std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(status));
+  return false;
+}
+
+// Runs load (each input) -> combine (radix 5, own input at index 2) -> finish on one backend, over buffers that the
+// caller placed in host or device memory: inputs[kRadix] of T, accumulators[kRadix] of Acc, out of T.
+bool run_steps(dc::Backend& backend, const std::vector<void*>& inputs, const std::vector<void*>& acc, void* out,
+               std::size_t count) {
+  for (int q = 0; q < kRadix; ++q) {
+    if (backend.load(acc[static_cast<std::size_t>(q)], inputs[static_cast<std::size_t>(q)], count) != ncclSuccess) {
+      return false;
+    }
+  }
+  // acc[0], acc[1], acc[3], acc[4] are laid out consecutively (the slots); acc[2] is "own".
+  if (backend.fold(acc[2], acc[0], count, kRadix, 2, acc[2], count) != ncclSuccess) return false;
+  return backend.finish(out, acc[2], count) == ncclSuccess;
+}
+
+struct Case {
+  ncclDataType_t type;
+  dc::ReductionKind kind;
+  bool float_accumulator;
+};
+
+const char* kind_name(dc::ReductionKind kind) {
+  static const char* const kNames[] = {"sum", "prod", "min", "max", "avg", "premulsum"};
+  return kNames[static_cast<int>(kind)];
+}
+
+// One case: 0 = bitwise equal, 1 = differs, 2 = could not run.
+int check_case(const Case& c, bool dry_run) {
+  dc::ElementSpec spec;
+  spec.datatype = c.type;
+  spec.kind = c.kind;
+  spec.float_accumulator = c.float_accumulator;
+  spec.nranks = 6;
+  const std::size_t size = spec.type_size(), acc_size = spec.acc_size();
+  std::vector<unsigned char> scalar = random_bytes(c.type, 1, 77);
+  std::memcpy(&spec.scalar_bits, scalar.data(), size);
+
+  // Host side. The slots must be consecutive: one allocation for inputs 0,1,3,4's accumulators.
+  std::vector<std::vector<unsigned char>> host_inputs;
+  for (int q = 0; q < kRadix; ++q) host_inputs.push_back(random_bytes(c.type, kCount, 10 + static_cast<unsigned>(q)));
+  std::vector<unsigned char> host_slots((kRadix - 1) * kCount * acc_size), host_own(kCount * acc_size),
+      host_out(kCount * size);
+  const auto layout = [&](unsigned char* slots, unsigned char* own) {
+    std::vector<void*> acc(kRadix);
+    for (int q = 0, slot = 0; q < kRadix; ++q)
+      acc[static_cast<std::size_t>(q)] = q == 2 ? own : slots + (slot++) * kCount * acc_size;
+    return acc;
+  };
+  std::vector<void*> host_input_pointers;
+  for (auto& input : host_inputs) host_input_pointers.push_back(input.data());
+  auto host_backend = dc::make_host_backend(spec);
+  if (!run_steps(*host_backend, host_input_pointers, layout(host_slots.data(), host_own.data()), host_out.data(),
+                 kCount)) {
+    return 2;
+  }
+  if (dry_run) return 0;
+
+  // Device side, same inputs; the PreMulSum scalar is read from device memory by the kernels.
+  std::vector<void*> device_inputs(kRadix, nullptr);
+  void *slots = nullptr, *own = nullptr, *out = nullptr, *device_scalar = nullptr;
+  bool ok = true;
+  for (int q = 0; q < kRadix && ok; ++q) {
+    ok = cuda_ok(cudaMalloc(&device_inputs[static_cast<std::size_t>(q)], kCount * size), "cudaMalloc") &&
+         cuda_ok(cudaMemcpy(device_inputs[static_cast<std::size_t>(q)], host_inputs[static_cast<std::size_t>(q)].data(),
+                            kCount * size, cudaMemcpyHostToDevice),
+                 "cudaMemcpy");
+  }
+  ok = ok && cuda_ok(cudaMalloc(&slots, host_slots.size()), "cudaMalloc") &&
+       cuda_ok(cudaMalloc(&own, host_own.size()), "cudaMalloc") &&
+       cuda_ok(cudaMalloc(&out, host_out.size()), "cudaMalloc") &&
+       cuda_ok(cudaMalloc(&device_scalar, 8), "cudaMalloc") &&
+       cuda_ok(cudaMemcpy(device_scalar, scalar.data(), size, cudaMemcpyHostToDevice), "cudaMemcpy");
+  int verdict = 2;
+  if (ok) {
+    dc::ElementSpec device_spec = spec;
+    if (c.kind == dc::ReductionKind::kPreMulSum) {
+      device_spec.scalar_bits = 0;
+      device_spec.device_scalar = device_scalar;
+    }
+    std::string error;
+    auto device_backend = dc::make_device_backend(device_spec, nullptr, &error);
+    std::vector<unsigned char> device_out(host_out.size());
+    if (device_backend != nullptr &&
+        run_steps(*device_backend, device_inputs,
+                  layout(static_cast<unsigned char*>(slots), static_cast<unsigned char*>(own)), out, kCount) &&
+        cuda_ok(cudaDeviceSynchronize(), "kernels") &&
+        cuda_ok(cudaMemcpy(device_out.data(), out, device_out.size(), cudaMemcpyDeviceToHost), "cudaMemcpy")) {
+      verdict = 0;
+      for (std::size_t i = 0; i < kCount; ++i) {
+        if (std::memcmp(&device_out[i * size], &host_out[i * size], size) != 0) {
+          std::uint64_t got = 0, want = 0;
+          std::memcpy(&got, &device_out[i * size], size);
+          std::memcpy(&want, &host_out[i * size], size);
+          std::printf("  type %d %s acc %s: element %zu GPU 0x%llx, CPU 0x%llx\n", static_cast<int>(c.type),
+                      kind_name(c.kind), c.float_accumulator ? "fp32" : "native", i,
+                      static_cast<unsigned long long>(got), static_cast<unsigned long long>(want));
+          verdict = 1;
+          break;
+        }
+      }
+    } else if (!error.empty()) {
+      std::fprintf(stderr, "%s\n", error.c_str());
+    }
+  }
+  for (void* p : device_inputs) cudaFree(p);
+  cudaFree(slots);
+  cudaFree(own);
+  cudaFree(out);
+  cudaFree(device_scalar);
+  return verdict;
+}
+
+// Throughput of one radix-2 combine over kSpeedBytes inputs (reads 2, writes 1) against cudaMemcpy D2D (reads 1,
+// writes 1), in bytes moved per second.
+void measure_throughput(ncclDataType_t type, bool float_accumulator) {
+  dc::ElementSpec spec;
+  spec.datatype = type;
+  spec.float_accumulator = float_accumulator;
+  const std::size_t count = kSpeedBytes / spec.acc_size();
+  void *inputs = nullptr, *out = nullptr;
+  if (!cuda_ok(cudaMalloc(&inputs, 2 * kSpeedBytes), "cudaMalloc") ||
+      !cuda_ok(cudaMalloc(&out, kSpeedBytes), "cudaMalloc")) {
+    return;
+  }
+  cudaMemset(inputs, 0, 2 * kSpeedBytes);
+  std::string error;
+  auto backend = dc::make_device_backend(spec, nullptr, &error);
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  constexpr int kIterations = 20;
+  float fold_ms = 0, copy_ms = 0;
+  backend->fold(out, inputs, count, 2, -1, nullptr, count);  // warm-up
+  cudaEventRecord(start);
+  for (int i = 0; i < kIterations; ++i) backend->fold(out, inputs, count, 2, -1, nullptr, count);
+  cudaEventRecord(stop);
+  cudaEventSynchronize(stop);
+  cudaEventElapsedTime(&fold_ms, start, stop);
+  cudaEventRecord(start);
+  for (int i = 0; i < kIterations; ++i) cudaMemcpyAsync(out, inputs, kSpeedBytes, cudaMemcpyDeviceToDevice);
+  cudaEventRecord(stop);
+  cudaEventSynchronize(stop);
+  cudaEventElapsedTime(&copy_ms, start, stop);
+  const double fold_gbs = 3.0 * kSpeedBytes * kIterations / (fold_ms * 1e-3) / 1e9;
+  const double copy_gbs = 2.0 * kSpeedBytes * kIterations / (copy_ms * 1e-3) / 1e9;
+  std::printf("%-6d %-7s %12.1f %12.1f %8.1f%%\n", static_cast<int>(type), float_accumulator ? "fp32" : "native",
+              fold_gbs, copy_gbs, 100.0 * fold_gbs / copy_gbs);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaFree(inputs);
+  cudaFree(out);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool dry_run = argc > 1 && std::strcmp(argv[1], "--dry-run") == 0;
+  std::printf("deterministic reduce kernels: CUDA backend vs CPU backend, bitwise%s\n",
+              dry_run ? " (dry run: CPU side only)" : "");
+  int devices = 0;
+  if (!dry_run && cudaGetDeviceCount(&devices) != cudaSuccess) {
+    std::printf("no usable GPU (%s); --dry-run checks the CPU side only\n", cudaGetErrorString(cudaGetLastError()));
+    return 1;
+  }
+  int failures = 0, cases = 0;
+  for (ncclDataType_t type :
+       {ncclFloat32, ncclFloat64, ncclFloat16, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2, ncclInt32, ncclUint8}) {
+    for (dc::ReductionKind kind : {dc::ReductionKind::kSum, dc::ReductionKind::kProd, dc::ReductionKind::kMin,
+                                   dc::ReductionKind::kMax, dc::ReductionKind::kAvg, dc::ReductionKind::kPreMulSum}) {
+      for (bool float_accumulator : {false, true}) {
+        if (!dc::uses_float_accumulator(type, kind,
+                                        float_accumulator ? dc::Accumulate::kFloat32 : dc::Accumulate::kNative) &&
+            float_accumulator) {
+          continue;
+        }
+        ++cases;
+        const int verdict = check_case({type, kind, float_accumulator}, dry_run);
+        if (verdict != 0) ++failures;
+        if (verdict == 2) std::printf("  type %d %s: could not run\n", static_cast<int>(type), kind_name(kind));
+      }
+    }
+  }
+  std::printf("%d cases, %d differ or failed\n", cases, failures);
+  if (!dry_run && failures == 0) {
+    std::printf("\ncombine throughput (radix 2, 256 MiB per input), bytes moved per second vs memcpy D2D\n");
+    std::printf("%-6s %-7s %12s %12s %9s\n", "type", "acc", "fold GB/s", "memcpy GB/s", "ratio");
+    for (ncclDataType_t type : {ncclFloat32, ncclBfloat16, ncclFloat8e4m3}) measure_throughput(type, false);
+    measure_throughput(ncclBfloat16, true);
+  }
+  return failures == 0 ? 0 : 1;
+}

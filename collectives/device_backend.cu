@@ -1,0 +1,155 @@
+// The CUDA backend: the same ElementReducer as the CPU backend, in grid-stride kernels on the caller's stream.
+// Nothing here synchronises with the host, so a deterministic call can be captured into a CUDA graph once its
+// scratch exists. Compiled with --fmad=false (see element_reducer.h).
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+
+#include "collectives/backend.h"
+
+namespace detnccl::collectives {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr std::size_t kMaxBlocks = 4096;
+
+unsigned grid_for(std::size_t count) {
+  const std::size_t blocks = (count + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < kMaxBlocks ? (blocks == 0 ? 1 : blocks) : kMaxBlocks);
+}
+
+// A kPreMulSum scalar that lives in device memory is read by every kernel when it runs (stream order), as NCCL
+// reads ncclScalarDevice scalars.
+template <typename T, typename Acc>
+__device__ inline ElementReducer<T, Acc> with_scalar(ElementReducer<T, Acc> reducer, const T* device_scalar) {
+  if (device_scalar != nullptr) reducer.scale = arith::Arith<T>::to_compute(*device_scalar);
+  return reducer;
+}
+
+template <typename T, typename Acc>
+__global__ void load_kernel(Acc* dst, const T* src, std::size_t count, ElementReducer<T, Acc> reducer,
+                            const T* device_scalar) {
+  const ElementReducer<T, Acc> r = with_scalar(reducer, device_scalar);
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    dst[i] = r.load(src[i]);
+  }
+}
+
+template <typename T, typename Acc>
+__global__ void fold_kernel(Acc* dst, const Acc* first, std::size_t stride, int radix, int own_index, const Acc* own,
+                            std::size_t count, ElementReducer<T, Acc> reducer) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    Acc partial = own_index == 0 ? own[i] : first[i];
+    for (int q = 1; q < radix; ++q) {
+      const Acc* input =
+          q == own_index ? own : first + static_cast<std::size_t>(own_index >= 0 && q > own_index ? q - 1 : q) * stride;
+      partial = reducer.combine(partial, input[i]);
+    }
+    dst[i] = partial;
+  }
+}
+
+template <typename T, typename Acc>
+__global__ void finish_kernel(T* dst, const Acc* src, std::size_t count, ElementReducer<T, Acc> reducer) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    dst[i] = reducer.finish(src[i]);
+  }
+}
+
+template <typename T, typename Acc>
+class DeviceBackend final : public Backend {
+ public:
+  DeviceBackend(const ElementSpec& spec, cudaStream_t stream)
+      : reducer_(make_reducer<T, Acc>(spec, scalar_from_bits<T>(spec.scalar_bits))),
+        device_scalar_(static_cast<const T*>(spec.device_scalar)),
+        stream_(stream) {}
+
+  ncclResult_t load(void* dst, const void* src, std::size_t count) override {
+    if (count == 0) return ncclSuccess;
+    load_kernel<T, Acc><<<grid_for(count), kThreads, 0, stream_>>>(static_cast<Acc*>(dst), static_cast<const T*>(src),
+                                                                   count, reducer_, device_scalar_);
+    return launched("load");
+  }
+
+  ncclResult_t fold(void* dst, const void* first, std::size_t stride, int radix, int own_index, const void* own,
+                    std::size_t count) override {
+    if (count == 0) return ncclSuccess;
+    fold_kernel<T, Acc>
+        <<<grid_for(count), kThreads, 0, stream_>>>(static_cast<Acc*>(dst), static_cast<const Acc*>(first), stride,
+                                                    radix, own_index, static_cast<const Acc*>(own), count, reducer_);
+    return launched("fold");
+  }
+
+  ncclResult_t finish(void* dst, const void* src, std::size_t count) override {
+    if (count == 0) return ncclSuccess;
+    if (sizeof(T) < sizeof(Acc) && dst == src) {
+      // RATIONALE: threads of different blocks would overwrite fp32 partials others have not read yet. The
+      // algorithms always finish fp32 partials into another buffer, so this only guards against a new caller.
+      error_ = "in-place narrowing finish is not supported on the device";
+      return ncclInternalError;
+    }
+    finish_kernel<T, Acc><<<grid_for(count), kThreads, 0, stream_>>>(static_cast<T*>(dst), static_cast<const Acc*>(src),
+                                                                     count, reducer_);
+    return launched("finish");
+  }
+
+  std::string last_error() const override { return error_; }
+
+ private:
+  ncclResult_t launched(const char* kernel) {
+    const cudaError_t status = cudaGetLastError();
+    if (status == cudaSuccess) return ncclSuccess;
+    error_ = std::string("launching the ") + kernel + " kernel failed: " + cudaGetErrorString(status);
+    return ncclUnhandledCudaError;
+  }
+
+  ElementReducer<T, Acc> reducer_;
+  const T* device_scalar_;
+  cudaStream_t stream_;
+  std::string error_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_device_backend(const ElementSpec& spec, cudaStream_t stream, std::string* error) {
+  std::unique_ptr<Backend> backend;
+  arith::visit_dtype(spec.datatype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (kIsNarrowFloat<T>) {
+      if (spec.float_accumulator) {
+        backend = std::make_unique<DeviceBackend<T, float>>(spec, stream);
+        return;
+      }
+    }
+    backend = std::make_unique<DeviceBackend<T, T>>(spec, stream);
+  });
+  if (backend == nullptr && error != nullptr) *error = "invalid datatype";
+  return backend;
+}
+
+bool device_allocate(std::size_t bytes, void** pointer, std::string* error) {
+  const cudaError_t status = cudaMalloc(pointer, bytes);
+  if (status == cudaSuccess) return true;
+  if (error != nullptr)
+    *error = "cudaMalloc of " + std::to_string(bytes) + " bytes of scratch failed: " + cudaGetErrorString(status);
+  return false;
+}
+
+void device_free(void* pointer) { cudaFree(pointer); }
+
+bool stream_is_capturing(cudaStream_t stream, bool* capturing, std::string* error) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaError_t result = cudaStreamIsCapturing(stream, &status);
+  if (result != cudaSuccess) {
+    if (error != nullptr) *error = std::string("cudaStreamIsCapturing failed: ") + cudaGetErrorString(result);
+    return false;
+  }
+  *capturing = status != cudaStreamCaptureStatusNone;
+  return true;
+}
+
+}  // namespace detnccl::collectives

@@ -1,0 +1,28 @@
+// Built instead of device_backend.cu when CUDA is not available: device buffers are refused with a clear message.
+#include "collectives/backend.h"
+
+namespace detnccl::collectives {
+namespace {
+constexpr const char* kNoCuda = "this detnccl was built without CUDA (DETNCCL_CUDA=OFF or no toolkit)";
+}
+
+std::unique_ptr<Backend> make_device_backend(const ElementSpec&, cudaStream_t, std::string* error) {
+  if (error != nullptr) *error = kNoCuda;
+  return nullptr;
+}
+
+bool device_allocate(std::size_t, void** pointer, std::string* error) {
+  *pointer = nullptr;
+  if (error != nullptr) *error = kNoCuda;
+  return false;
+}
+
+void device_free(void*) {}
+
+bool stream_is_capturing(cudaStream_t, bool* capturing, std::string* error) {
+  *capturing = false;
+  if (error != nullptr) *error = kNoCuda;
+  return false;
+}
+
+}  // namespace detnccl::collectives
