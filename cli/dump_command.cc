@@ -27,6 +27,7 @@ std::string flag_names(std::uint16_t flags) {
   add(records::kCallDeterministic, "deterministic");
   add(records::kCallPreMulSumScalar, "premulsum");
   add(records::kCallSegmentsDropped, "segments-dropped");
+  add(records::kCallCaptured, "captured");
   return text;
 }
 

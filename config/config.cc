@@ -27,7 +27,7 @@ constexpr std::array<EnvVarInfo, kEnvVarCount> kEnvVars = {{
 
 // "ncclAllReduce" + 4 is "AllReduce": DETNCCL_OPS names drop the prefix.
 constexpr std::array<std::string_view, kTracedOpCount> kTracedOpNames = {
-#define DETNCCL_TRACED_OP_NAME(ret, name, params, args, kind, need) DETNCCL_TRACED_KIND_##kind(#name + 4, )
+#define DETNCCL_TRACED_OP_NAME(ret, name, params, args, kind, need) DETNCCL_TRACED_KIND_##kind(std::string_view(#name).substr(4), )
     DETNCCL_NCCL_API(DETNCCL_TRACED_OP_NAME)
 #undef DETNCCL_TRACED_OP_NAME
 };
@@ -246,6 +246,12 @@ constexpr std::array<std::pair<std::string_view, LogLevel>, 6> kLogLevels = {{{"
 constexpr std::array<std::pair<std::string_view, bool>, 2> kBooleans = {{{"0", false}, {"1", true}}};
 constexpr std::array<std::pair<std::string_view, DeterministicMode>, 3> kDeterministicModes = {
     {{"0", DeterministicMode::kOff}, {"1", DeterministicMode::kOn}, {"warn", DeterministicMode::kWarn}}};
+constexpr std::array<std::pair<std::string_view, DeterministicAlgo>, 3> kAlgorithms = {
+    {{"auto", DeterministicAlgo::kAuto},
+     {"mixed_radix", DeterministicAlgo::kMixedRadix},
+     {"one_shot", DeterministicAlgo::kOneShot}}};
+constexpr std::array<std::pair<std::string_view, Accumulate>, 2> kAccumulations = {
+    {{"native", Accumulate::kNative}, {"fp32", Accumulate::kFloat32}}};
 
 template <typename Enum, std::size_t N>
 std::string_view choice_name(const std::array<std::pair<std::string_view, Enum>, N>& choices, Enum value) {
@@ -288,21 +294,12 @@ Problem parse_value(EnvVar id, std::string_view value, Config& config) {
       return parse_path(value, config.log_file);
     case EnvVar::kPrintConfig:
       return parse_choice(value, kBooleans, config.print_config);
-    case EnvVar::kDeterministic: {
-      if (Problem problem = parse_choice(value, kDeterministicModes, config.deterministic)) return problem;
-      // RATIONALE: a user who asked for determinism must not silently run without it.
-      if (config.deterministic != DeterministicMode::kOff) {
-        config.deterministic = DeterministicMode::kOff;
-        return std::string("deterministic reductions are not available in this build of detnccl; unset it or set 0");
-      }
-      return std::nullopt;
-    }
+    case EnvVar::kDeterministic:
+      return parse_choice(value, kDeterministicModes, config.deterministic);
     case EnvVar::kAlgo:
-      if (!equals_ignoring_case(value, "auto")) {
-        return std::string("deterministic algorithms are not available in this build of detnccl; unset it or set auto");
-      }
-      config.algo = DeterministicAlgo::kAuto;
-      return std::nullopt;
+      return parse_choice(value, kAlgorithms, config.algo);
+    case EnvVar::kAccumulate:
+      return parse_choice(value, kAccumulations, config.accumulate);
   }
   return std::string("unhandled variable");
 }
@@ -371,7 +368,9 @@ std::string formatted_value(EnvVar id, const Config& config) {
     case EnvVar::kDeterministic:
       return std::string(choice_name(kDeterministicModes, config.deterministic));
     case EnvVar::kAlgo:
-      return "auto";
+      return std::string(choice_name(kAlgorithms, config.algo));
+    case EnvVar::kAccumulate:
+      return std::string(choice_name(kAccumulations, config.accumulate));
   }
   return "?";
 }

@@ -100,12 +100,15 @@ enum class TraceLevel : std::uint8_t { kOff, kMeta, kHash, kSegments };
 // DETNCCL_LOG_LEVEL, in increasing severity (the names match spdlog's levels).
 enum class LogLevel : std::uint8_t { kTrace, kDebug, kInfo, kWarn, kError, kOff };
 
-// DETNCCL_DETERMINISTIC: off, on (fail a call that cannot be made deterministic) or warn (warn and run it as is).
-// Only kOff is accepted until deterministic mode exists.
+// DETNCCL_DETERMINISTIC: off, on (stop the job at a call that cannot be made deterministic) or warn (warn once and
+// run such a call as is).
 enum class DeterministicMode : std::uint8_t { kOff, kOn, kWarn };
 
-// DETNCCL_ALGO: which deterministic algorithm to use. Only kAuto exists until deterministic mode does.
-enum class DeterministicAlgo : std::uint8_t { kAuto };
+// DETNCCL_ALGO: which deterministic algorithm to use (collectives/deterministic.h has the same list).
+enum class DeterministicAlgo : std::uint8_t { kAuto, kMixedRadix, kOneShot };
+
+// DETNCCL_ACCUMULATE: how deterministic mode adds narrow floats.
+enum class Accumulate : std::uint8_t { kNative, kFloat32 };
 
 // An inclusive range of unsigned integers.
 struct Interval {
@@ -185,6 +188,10 @@ struct Config {
   bool print_config = false;
   DeterministicMode deterministic = DeterministicMode::kOff;
   DeterministicAlgo algo = DeterministicAlgo::kAuto;
+  Accumulate accumulate = Accumulate::kNative;
+
+  // Whether floating-point reductions are substituted by detnccl's fixed-order ones.
+  bool deterministic_mode() const noexcept { return deterministic != DeterministicMode::kOff; }
 
   // Whether logs are written at all.
   bool tracing() const noexcept { return trace != TraceLevel::kOff; }

@@ -43,9 +43,13 @@
   X(kLogFile, "DETNCCL_LOG_FILE", "unset (standard error)", "a file path",                                           \
     "File that receives detnccl's own messages instead of standard error.")                                          \
   X(kPrintConfig, "DETNCCL_PRINT_CONFIG", "0", "0 or 1", "1 prints the effective configuration at initialisation.")  \
-  X(kDeterministic, "DETNCCL_DETERMINISTIC", "0", "0 (1 and warn are reserved: not available in this build)",        \
-    "Reserved for deterministic reductions; asking for them fails until this build provides them.")                  \
-  X(kAlgo, "DETNCCL_ALGO", "auto", "auto (other algorithms are reserved: not available in this build)",              \
-    "Reserved: the deterministic reduction algorithm.")
+  X(kDeterministic, "DETNCCL_DETERMINISTIC", "0", "0, 1 or warn",                                                    \
+    "1 computes floating-point AllReduce, ReduceScatter and Reduce in a fixed order (docs/deterministic.md) and "    \
+    "stops the job at a reduction it cannot make deterministic; warn runs such a call as is and warns once.")        \
+  X(kAlgo, "DETNCCL_ALGO", "auto", "auto, mixed_radix or one_shot",                                                  \
+    "Deterministic algorithm; auto picks by message size. Every algorithm gives the same bits.")                     \
+  X(kAccumulate, "DETNCCL_ACCUMULATE", "native", "native or fp32",                                                   \
+    "How deterministic mode adds fp16, bf16 and fp8: rounded after each step (native), or in fp32 partial sums "     \
+    "rounded once (more traffic, fewer roundings).")
 
 #endif /* DETNCCL_CONFIG_ENV_VARS_H */

@@ -32,6 +32,7 @@ inline constexpr std::uint64_t kPerRank = ~std::uint64_t{0};
 struct CallShape {
   records::OpId op = records::OpId::kUnknown;
   ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;  // device fingerprints are enqueued here, in order with NCCL's own work
   std::uint64_t count = 0;
   ncclDataType_t datatype = ncclFloat32;
   std::int32_t redop = -1;    // -1: the operation has no reduction

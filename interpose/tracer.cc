@@ -5,13 +5,16 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -20,6 +23,7 @@
 #include "hash/fingerprint.h"
 #include "hash/tree_shape.h"
 #include "interpose/buffer_location.h"
+#include "interpose/device_fingerprints.h"
 #include "interpose/real_nccl.h"
 #include "interpose/shim_log.h"
 #include "interpose/shim_state.h"
@@ -49,6 +53,30 @@ struct PreMulSumScalar {
   std::uint64_t width = 0;
 };
 
+// Fingerprints of a buffer about to be recorded: whole, per-peer blocks, segments (the same on CPU and GPU).
+using Digests = DeviceDigests;
+
+// Where one side's digests come from: computed on the CPU (host memory), or by kernels on the call's stream
+// (device memory: a ticket the collector polls).
+struct DigestSource {
+  bool known = false;  // digests holds the result
+  Digests digests;
+  std::unique_ptr<DeviceDigestTicket> ticket;
+};
+
+// A call between its real NCCL call and its record: waiting for the outermost ncclGroupEnd, or for device
+// fingerprints.
+struct PendingCall {
+  records::CallFields fields;
+  std::shared_ptr<Communicator> communicator;
+  cudaStream_t stream = nullptr;
+  DigestSource input, output;
+  const void* output_data = nullptr;
+  std::uint64_t output_bytes = 0;
+  std::uint64_t output_blocks = 0;  // per-peer blocks to fingerprint (0: none)
+  bool hash_output = false;
+};
+
 // Everything the tracer knows about this process. Allocated once and never freed, so that no static destructor
 // can pull it away from a thread still calling NCCL while the process exits.
 struct Process {
@@ -66,8 +94,17 @@ struct Process {
   std::atomic<std::uint64_t> next_ordinal{0};
   std::atomic<std::uint64_t> next_call{0};
   std::atomic<std::uint64_t> next_group{1};
-  std::atomic<bool> warned_device_buffers{false};
+  std::atomic<bool> warned_device_unavailable{false};
+  std::atomic<bool> warned_device_failure{false};
   std::atomic<bool> warned_hash_failure{false};
+
+  // Records waiting for device fingerprints, in the order their calls completed; the collector thread writes them
+  // once the kernels are done. A record that needs no wait goes straight to the log while this queue is empty.
+  std::mutex queue_mutex;
+  std::condition_variable queue_changed;
+  std::deque<PendingCall> queue;  // guarded by queue_mutex
+  std::thread collector;          // started at the first queued record
+  bool stopping = false;          // guarded by queue_mutex
 };
 
 Process* g_process = nullptr;
@@ -75,17 +112,6 @@ std::once_flag g_configured;
 // The step lives outside Process: a job may mark its first step before its first NCCL call.
 std::atomic<std::uint64_t> g_step{0};
 std::atomic<bool> g_step_marked{false};
-
-// A call waiting for the outermost ncclGroupEnd.
-struct PendingCall {
-  records::CallFields fields;
-  std::shared_ptr<Communicator> communicator;
-  std::vector<std::uint64_t> input_blocks, output_blocks, input_segments, output_segments;
-  const void* output = nullptr;
-  std::uint64_t output_bytes = 0;
-  std::uint64_t output_blocks_count = 0;  // per-peer blocks to fingerprint (0: none)
-  bool hash_output = false;
-};
 
 struct GroupState {
   int depth = 0;
@@ -113,6 +139,8 @@ void stop_tracing_with_warning(const std::string& why) {
   if (g_process != nullptr) g_process->active_writer.store(nullptr, std::memory_order_release);
 }
 
+void drain_queue_at_exit(Process& process);
+
 void close_log_at_exit() {
   Process* process = g_process;
   if (process == nullptr) return;
@@ -121,6 +149,7 @@ void close_log_at_exit() {
         "DETNCCL_STEPS is set but the job never marked a step (detnccl_set_step, or the Python helper "
         "detnccl_step.py): every call was counted as step 0, so the step window selected nothing else");
   }
+  drain_queue_at_exit(*process);
   const std::lock_guard<std::mutex> lock(process->mutex);
   if (process->writer) process->writer->close();
 }
@@ -149,10 +178,11 @@ void configure_once() {
     std::fprintf(stderr, "[detnccl] effective configuration (pid %d):\n%s", static_cast<int>(getpid()),
                  config::format_config(process->config).c_str());
   }
+  configure_deterministic(process->config);
   g_process = process;
   std::atexit(close_log_at_exit);
   pthread_atfork(nullptr, nullptr, forget_log_in_child);
-  g_shim_active.store(process->config.tracing(), std::memory_order_release);
+  g_shim_active.store(process->config.tracing() || process->config.deterministic_mode(), std::memory_order_release);
 }
 
 // The run directory's name: from the environment, else from the first communicator's id (equal on all ranks; a
@@ -218,13 +248,6 @@ std::shared_ptr<Communicator> find_communicator(Process& process, ncclComm_t com
   return found == process.communicators.end() ? nullptr : found->second;
 }
 
-// Fingerprints of a buffer about to be recorded: whole, per-peer blocks, segments.
-struct Digests {
-  std::uint64_t whole = 0;
-  std::vector<std::uint64_t> blocks;
-  std::vector<std::uint64_t> segments;
-};
-
 bool fingerprint_into(const void* data, std::uint64_t bytes, std::uint64_t blocks, bool segments,
                       std::uint64_t segment_bytes, Digests& out) noexcept {
   try {
@@ -245,45 +268,146 @@ bool fingerprint_into(const void* data, std::uint64_t bytes, std::uint64_t block
   }
 }
 
-// Whether the CPU may read this buffer now; warns once when it is device memory (GPU hashing is not built yet).
-bool host_readable(const void* data, std::uint64_t bytes) noexcept {
-  if (bytes == 0) return true;
-  if (data == nullptr) return false;
-  const BufferLocation location = locate_buffer(data);
-  if (location == BufferLocation::kHost) return true;
-  log_warning_once(g_process->warned_device_buffers,
-                   "device buffers are recorded without fingerprints in this build (GPU fingerprinting is not "
-                   "wired into the shim yet)");
-  return false;
+// Starts the digests of one side of a call: on the CPU now for host memory, by kernels on the call's stream for
+// device memory (the result comes later through the ticket), or not at all (one warning) when neither is possible.
+void start_digests(const void* data, std::uint64_t bytes, std::uint64_t blocks, cudaStream_t stream,
+                   DigestSource& out) noexcept {
+  const config::Config& config = g_process->config;
+  const bool segments = config.trace >= config::TraceLevel::kSegments;
+  if (data == nullptr && bytes > 0) return;
+  if (bytes == 0 || locate_buffer(data) == BufferLocation::kHost) {
+    out.known = fingerprint_into(data, bytes, blocks, segments, config.segment_bytes, out.digests);
+    return;
+  }
+  if (!device_fingerprints_available()) {
+    log_warning_once(g_process->warned_device_unavailable,
+                     std::string("device buffers are recorded without fingerprints: ") +
+                         std::string(device_fingerprints_unavailable_reason()));
+    return;
+  }
+  out.ticket = enqueue_device_digests({data, bytes, blocks, segments ? config.segment_bytes : 0}, stream);
 }
 
-void write_record(const records::CallFields& fields, const std::vector<std::uint64_t>& input_blocks,
-                  const std::vector<std::uint64_t>& output_blocks, const std::vector<std::uint64_t>& input_segments,
-                  const std::vector<std::uint64_t>& output_segments) noexcept {
+// Collects finished device digests into the call's fields. False while a ticket is still pending.
+bool settle(PendingCall& call) noexcept {
+  for (DigestSource* side : {&call.input, &call.output}) {
+    if (!side->ticket) continue;
+    switch (side->ticket->poll()) {
+      case DeviceDigestTicket::kPending:
+        return false;
+      case DeviceDigestTicket::kReady:
+        side->digests = side->ticket->result();
+        side->known = true;
+        break;
+      case DeviceDigestTicket::kCaptured:
+        call.fields.flags |= records::kCallCaptured;
+        break;
+      case DeviceDigestTicket::kFailed:
+        log_warning_once(g_process->warned_device_failure, "a device fingerprint failed (" +
+                                                               std::string(side->ticket->failure()) +
+                                                               "); such calls are recorded without fingerprints");
+        break;
+    }
+    side->ticket.reset();
+  }
+  if (call.input.known) {
+    call.fields.input_fingerprint = call.input.digests.whole;
+    call.fields.flags |= records::kCallInputFingerprint;
+  }
+  if (call.output.known) {
+    call.fields.output_fingerprint = call.output.digests.whole;
+    call.fields.flags |= records::kCallOutputFingerprint;
+  }
+  return true;
+}
+
+void write_record(const PendingCall& call) noexcept {
   records::RecordWriter* writer = g_process->active_writer.load(std::memory_order_acquire);
   if (writer == nullptr) return;
   records::CallRecord record;
-  static_cast<records::CallFields&>(record) = fields;
-  record.input_blocks = input_blocks;
-  record.output_blocks = output_blocks;
-  record.input_segments = input_segments;
-  record.output_segments = output_segments;
+  static_cast<records::CallFields&>(record) = call.fields;
+  record.input_blocks = call.input.digests.blocks;
+  record.output_blocks = call.output.digests.blocks;
+  record.input_segments = call.input.digests.segments;
+  record.output_segments = call.output.digests.segments;
   writer->append(record);
 }
 
-void complete(PendingCall& call) noexcept {
-  if (call.hash_output && call.fields.result == ncclSuccess) {
-    Digests digests;
-    if (fingerprint_into(call.output, call.output_bytes, call.output_blocks_count,
-                         g_process->config.trace >= config::TraceLevel::kSegments, g_process->config.segment_bytes,
-                         digests)) {
-      call.fields.output_fingerprint = digests.whole;
-      call.fields.flags |= records::kCallOutputFingerprint;
-      call.output_blocks = std::move(digests.blocks);
-      call.output_segments = std::move(digests.segments);
+// The collector: writes queued records in order, each once its device fingerprints are in. Polls (no host
+// synchronisation with the job's streams), backing off while the head record's kernels are still running.
+void collect_queued_records() {
+  Process& process = *g_process;
+  auto pause = std::chrono::microseconds(50);
+  std::unique_lock<std::mutex> lock(process.queue_mutex);
+  for (;;) {
+    process.queue_changed.wait(lock, [&] { return process.stopping || !process.queue.empty(); });
+    if (process.queue.empty()) return;  // stopping, and everything is written
+    PendingCall& head = process.queue.front();
+    lock.unlock();
+    const bool ready = settle(head);
+    if (ready) write_record(head);
+    lock.lock();
+    if (ready) {
+      process.queue.pop_front();
+      pause = std::chrono::microseconds(50);
+    } else {
+      process.queue_changed.wait_for(lock, pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(2000));
     }
   }
-  write_record(call.fields, call.input_blocks, call.output_blocks, call.input_segments, call.output_segments);
+}
+
+// Hands a completed call to the log: directly when nothing is queued and it needs no wait, else through the queue
+// (so that one thread's records keep their order).
+void submit(PendingCall&& call) noexcept {
+  Process& process = *g_process;
+  try {
+    const bool waits = call.input.ticket || call.output.ticket;
+    std::unique_lock<std::mutex> lock(process.queue_mutex);
+    if (!waits && process.queue.empty()) {
+      lock.unlock();
+      settle(call);
+      write_record(call);
+      return;
+    }
+    process.queue.push_back(std::move(call));
+    if (!process.collector.joinable()) process.collector = std::thread(collect_queued_records);
+    process.queue_changed.notify_one();
+  } catch (const std::exception& error) {
+    stop_tracing_with_warning(std::string("cannot queue a record: ") + error.what());
+  }
+}
+
+// Outputs are fingerprinted once the call (or its group) has run.
+void complete(PendingCall&& call) noexcept {
+  if (call.hash_output && call.fields.result == ncclSuccess) {
+    start_digests(call.output_data, call.output_bytes, call.output_blocks, call.stream, call.output);
+  }
+  submit(std::move(call));
+}
+
+// At exit: lets the collector write what is queued (device work still running gets up to 10 s), then stops it.
+void drain_queue_at_exit(Process& process) {
+  {
+    const std::lock_guard<std::mutex> lock(process.queue_mutex);
+    process.stopping = true;
+    process.queue_changed.notify_all();
+  }
+  if (!process.collector.joinable()) return;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    {
+      const std::lock_guard<std::mutex> lock(process.queue_mutex);
+      if (process.queue.empty()) break;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      log_warning("device fingerprints of the last calls did not complete by exit; their records are lost");
+      process.collector.detach();
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  process.collector.join();
 }
 
 }  // namespace
@@ -341,7 +465,7 @@ void on_communicator_created(ncclComm_t comm, const CommunicatorOrigin& origin) 
     created->ordinal = process->next_ordinal.fetch_add(1);
     record.ordinal = created->ordinal;
     process->communicators[comm] = created;
-    if (!process->writer_attempted) create_writer(*process, *created, id_is_shared);
+    if (!process->writer_attempted && process->config.tracing()) create_writer(*process, *created, id_is_shared);
     if (process->writer) process->writer->append(record);
   } catch (const std::exception& error) {
     stop_tracing_with_warning(std::string("cannot record a communicator: ") + error.what());
@@ -369,7 +493,7 @@ void on_group_end(ncclResult_t group_result) noexcept {
   t_group.group_id = 0;
   for (PendingCall& call : pending) {
     if (call.fields.result == ncclSuccess) call.fields.result = group_result;
-    complete(call);
+    complete(std::move(call));
   }
 }
 
@@ -423,7 +547,7 @@ TracedCall::TracedCall(const CallShape& shape) noexcept {
       const auto found = process->premulsum.find({shape.comm, shape.redop});
       if (found != process->premulsum.end()) {
         std::uint64_t bits = found->second.bits;
-        if (found->second.pointer != nullptr && host_readable(found->second.pointer, found->second.width)) {
+        if (found->second.pointer != nullptr && locate_buffer(found->second.pointer) == BufferLocation::kHost) {
           std::memcpy(&bits, found->second.pointer, found->second.width);
         }
         fields.premulsum_scalar = bits;
@@ -459,22 +583,15 @@ TracedCall::TracedCall(const CallShape& shape) noexcept {
     const auto traced_op = config::traced_op_from_name(records::op_name(shape.op));
     const bool selected = traced_op && process->config.fingerprints(fields.step, process->global_rank, *traced_op,
                                                                     std::max(input_bytes, output_bytes));
-    const bool segments = process->config.trace >= config::TraceLevel::kSegments;
-    if (selected && input_here && host_readable(shape.input.data, input_bytes)) {
-      Digests digests;
-      const std::uint64_t blocks = shape.input.per_peer_blocks ? nranks : 0;
-      if (fingerprint_into(shape.input.data, input_bytes, blocks, segments, process->config.segment_bytes, digests)) {
-        fields.input_fingerprint = digests.whole;
-        fields.flags |= records::kCallInputFingerprint;
-        call.input_blocks = std::move(digests.blocks);
-        call.input_segments = std::move(digests.segments);
-      }
+    call.stream = shape.stream;
+    if (selected && input_here) {
+      start_digests(shape.input.data, input_bytes, shape.input.per_peer_blocks ? nranks : 0, shape.stream, call.input);
     }
-    if (selected && output_here && host_readable(shape.output.data, output_bytes)) {
+    if (selected && output_here) {
       call.hash_output = true;
-      call.output = shape.output.data;
+      call.output_data = shape.output.data;
       call.output_bytes = output_bytes;
-      call.output_blocks_count = shape.output.per_peer_blocks ? nranks : 0;
+      call.output_blocks = shape.output.per_peer_blocks ? nranks : 0;
     }
   } catch (const std::exception& error) {
     state_.reset();
@@ -483,6 +600,14 @@ TracedCall::TracedCall(const CallShape& shape) noexcept {
 }
 
 TracedCall::~TracedCall() = default;
+
+void TracedCall::mark_deterministic(std::uint16_t algorithm) noexcept {
+  if (!state_ || !state_->active) return;
+  state_->call.fields.flags |= records::kCallDeterministic;
+  state_->call.fields.algorithm = algorithm;
+}
+
+int group_depth() noexcept { return t_group.depth; }
 
 void TracedCall::finish(ncclResult_t result) noexcept {
   if (!state_ || !state_->active) return;
@@ -495,7 +620,7 @@ void TracedCall::finish(ncclResult_t result) noexcept {
     }
     return;
   }
-  complete(state_->call);
+  complete(std::move(state_->call));
 }
 
 void set_step(std::uint64_t step) noexcept {

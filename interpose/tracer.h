@@ -7,9 +7,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "abi/nccl_abi.h"
 #include "interpose/call_shape.h"
+#include "interpose/deterministic.h"
 #include "records/log_format.h"
 
 namespace detnccl::interpose {
@@ -51,6 +53,8 @@ class TracedCall {
  public:
   explicit TracedCall(const CallShape& shape) noexcept;
   ~TracedCall();
+  // The call ran as detnccl's deterministic `algorithm` (collectives::Algorithm) instead of NCCL's own.
+  void mark_deterministic(std::uint16_t algorithm) noexcept;
   void finish(ncclResult_t result) noexcept;
 
   TracedCall(const TracedCall&) = delete;
@@ -62,11 +66,23 @@ class TracedCall {
   std::unique_ptr<State> state_;
 };
 
-// Runs `real_call` (the real NCCL function with the application's arguments) under tracing.
+// Depth of this thread's ncclGroupStart nesting (0 outside any group).
+int group_depth() noexcept;
+
+// One collective or point-to-point call while the shim is active: traced (when tracing is on), and run by
+// deterministic mode (a floating-point reduction when DETNCCL_DETERMINISTIC is set) or by `real_call` (the real NCCL
+// function with the application's arguments).
 template <class RealCall>
-ncclResult_t trace_call(const CallShape& shape, RealCall&& real_call) noexcept {
+ncclResult_t intercept(const CallShape& shape, RealCall&& real_call) noexcept {
   TracedCall call(shape);
-  const ncclResult_t result = real_call();
+  std::uint16_t algorithm = 0;
+  ncclResult_t result;
+  if (const std::optional<ncclResult_t> substituted = run_deterministic(shape, group_depth() > 0, &algorithm)) {
+    result = *substituted;
+    call.mark_deterministic(algorithm);
+  } else {
+    result = real_call();
+  }
   call.finish(result);
   return result;
 }

@@ -6,13 +6,14 @@
 #include "interpose/tracer.h"
 
 // Collectives and point-to-point calls: the calls detnccl traces (the tracing hooks attach here).
-// With the shim inactive this is one predictable branch and a tail call; otherwise the call is traced, its buffer
-// semantics taken from describe_<name> (call_shape.h).
-#define DETNCCL_WRAP_TRACED(ret, name, params, args)                                             \
-  DETNCCL_EXPORT ret name params {                                                               \
-    if (!::detnccl::interpose::shim_active()) return DETNCCL_REAL(name) args;                    \
-    return ::detnccl::interpose::trace_call(::detnccl::interpose::describe_##name args,          \
-                                            [&]() noexcept { return DETNCCL_REAL(name) args; }); \
+// With the shim inactive this is one predictable branch and a tail call; otherwise the call is traced and, for a
+// floating-point reduction in deterministic mode, computed by detnccl; its buffer semantics come from
+// describe_<name> (call_shape.h).
+#define DETNCCL_WRAP_TRACED(ret, name, params, args)                                            \
+  DETNCCL_EXPORT ret name params {                                                              \
+    if (!::detnccl::interpose::shim_active()) return DETNCCL_REAL(name) args;                   \
+    return ::detnccl::interpose::intercept(::detnccl::interpose::describe_##name args,          \
+                                           [&]() noexcept { return DETNCCL_REAL(name) args; }); \
   }
 // Queries and memory registration: forwarded as they are.
 #define DETNCCL_WRAP_FORWARD(ret, name, params, args) \

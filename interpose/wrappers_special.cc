@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "abi/nccl_abi.h"
+#include "interpose/deterministic.h"
 #include "interpose/real_nccl.h"
 #include "interpose/shim_state.h"
 #include "interpose/tracer.h"
@@ -41,6 +42,7 @@ DETNCCL_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks,
                                                    ncclConfig_t* config) {
   detnccl::interpose::ensure_configured();
   const ncclResult_t result = DETNCCL_REAL(ncclCommInitRankConfig)(comm, nranks, commId, rank, config);
+  if (shim_active() && created(result) && comm != nullptr) detnccl::interpose::note_communicator_config(*comm, config);
   record_initialized(comm, result, CommOrigin::kInitRank, &commId);
   return result;
 }
@@ -73,6 +75,9 @@ DETNCCL_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nr
                                                      ncclUniqueId* commIds, ncclConfig_t* config) {
   detnccl::interpose::ensure_configured();
   const ncclResult_t result = DETNCCL_REAL(ncclCommInitRankScalable)(newcomm, nranks, myrank, nId, commIds, config);
+  if (shim_active() && created(result) && newcomm != nullptr) {
+    detnccl::interpose::note_communicator_config(*newcomm, config);
+  }
   record_initialized(newcomm, result, CommOrigin::kInitRankScalable, nId > 0 ? commIds : nullptr);
   return result;
 }
@@ -82,6 +87,7 @@ DETNCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, n
   detnccl::interpose::ensure_configured();
   const ncclResult_t result = DETNCCL_REAL(ncclCommSplit)(comm, color, key, newcomm, config);
   if (shim_active() && created(result)) {
+    if (newcomm != nullptr) detnccl::interpose::note_communicator_config(*newcomm, config);
     CommunicatorOrigin how;
     how.origin = CommOrigin::kSplit;
     how.parent = comm;
@@ -99,6 +105,7 @@ DETNCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksLis
   const ncclResult_t result =
       DETNCCL_REAL(ncclCommShrink)(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
   if (shim_active() && created(result)) {
+    if (newcomm != nullptr) detnccl::interpose::note_communicator_config(*newcomm, config);
     // Every survivor passes the same exclusion list: its hash (order-independent) stands in for a split color.
     std::uint64_t excluded = 0;
     for (int i = 0; excludeRanksList != nullptr && i < excludeRanksCount; ++i) {
@@ -116,12 +123,18 @@ DETNCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksLis
 DETNCCL_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) { return DETNCCL_REAL(ncclCommFinalize)(comm); }
 
 DETNCCL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
-  if (shim_active()) detnccl::interpose::on_communicator_destroyed(comm);
+  if (shim_active()) {
+    detnccl::interpose::on_communicator_destroyed(comm);
+    detnccl::interpose::forget_communicator_deterministic(comm);
+  }
   return DETNCCL_REAL(ncclCommDestroy)(comm);
 }
 
 DETNCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
-  if (shim_active()) detnccl::interpose::on_communicator_destroyed(comm);
+  if (shim_active()) {
+    detnccl::interpose::on_communicator_destroyed(comm);
+    detnccl::interpose::forget_communicator_deterministic(comm);
+  }
   return DETNCCL_REAL(ncclCommAbort)(comm);
 }
 
@@ -135,8 +148,16 @@ DETNCCL_EXPORT ncclResult_t ncclGroupStart() {
 }
 
 DETNCCL_EXPORT ncclResult_t ncclGroupEnd() {
-  const ncclResult_t result = DETNCCL_REAL(ncclGroupEnd)();
-  if (shim_active()) detnccl::interpose::on_group_end(result);
+  ncclResult_t result = DETNCCL_REAL(ncclGroupEnd)();
+  if (shim_active()) {
+    // Deterministic reductions made inside the group run now, after NCCL ran the rest of it (they open groups of
+    // their own, so they cannot run inside the user's); their failure is the group's.
+    if (detnccl::interpose::group_depth() == 1) {
+      const ncclResult_t deferred = detnccl::interpose::run_deferred_deterministic();
+      if (result == ncclSuccess) result = deferred;
+    }
+    detnccl::interpose::on_group_end(result);
+  }
   return result;
 }
 
@@ -149,6 +170,7 @@ DETNCCL_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scal
   const ncclResult_t result = DETNCCL_REAL(ncclRedOpCreatePreMulSum)(op, scalar, datatype, residence, comm);
   if (shim_active() && result == ncclSuccess && op != nullptr) {
     detnccl::interpose::on_premulsum_created(*op, scalar, datatype, residence, comm);
+    detnccl::interpose::note_premulsum(comm, *op, scalar, datatype, residence);
   }
   return result;
 }

@@ -250,6 +250,7 @@ enum CallFlags : std::uint16_t {
   kCallDeterministic = 1u << 3,      // detnccl's deterministic algorithm ran instead of NCCL's (see algorithm)
   kCallPreMulSumScalar = 1u << 4,    // redop is a PreMulSum and premulsum_scalar holds its scalar
   kCallSegmentsDropped = 1u << 5,    // segment digests were dropped: the record would exceed kMaxRecordBytes
+  kCallCaptured = 1u << 6,           // issued during CUDA stream capture: recorded without device fingerprints
 };
 
 // RecordType::kCall fixed payload, exactly as on disk; the four u64 arrays of CallRecord follow it, in field

@@ -298,17 +298,29 @@ TEST(ParseConfig, OtherChoices) {
   EXPECT_FALSE(parse({long_run}).ok());
 }
 
-TEST(ParseConfig, ReservedDeterministicSettingsAreRefusedNotIgnored) {
-  for (std::string_view entry : {"DETNCCL_DETERMINISTIC=1", "DETNCCL_DETERMINISTIC=warn", "DETNCCL_ALGO=ring",
-                                 "DETNCCL_ALGO=recursive_halving"}) {
-    const ConfigError error = single_error(parse({entry}));
-    EXPECT_EQ(error.variable, entry.substr(0, entry.find('=')));
-    EXPECT_NE(error.message.find("not available in this build"), std::string::npos) << error.message;
-  }
-  EXPECT_NE(single_error(parse({"DETNCCL_DETERMINISTIC=maybe"})).message.find("0 (1 and warn"), std::string::npos);
+TEST(ParseConfig, DeterministicSettings) {
+  const ParsedConfig on = parse({"DETNCCL_DETERMINISTIC=1", "DETNCCL_ALGO=mixed_radix", "DETNCCL_ACCUMULATE=FP32"});
+  ASSERT_TRUE(on.ok()) << on.error_text();
+  EXPECT_EQ(on.config().deterministic, DeterministicMode::kOn);
+  EXPECT_TRUE(on.config().deterministic_mode());
+  EXPECT_EQ(on.config().algo, DeterministicAlgo::kMixedRadix);
+  EXPECT_EQ(on.config().accumulate, Accumulate::kFloat32);
+  const ParsedConfig warn = parse({"DETNCCL_DETERMINISTIC=warn", "DETNCCL_ALGO=one_shot"});
+  ASSERT_TRUE(warn.ok()) << warn.error_text();
+  EXPECT_EQ(warn.config().deterministic, DeterministicMode::kWarn);
+  EXPECT_EQ(warn.config().algo, DeterministicAlgo::kOneShot);
   const ParsedConfig off = parse({"DETNCCL_DETERMINISTIC=0", "DETNCCL_ALGO=AUTO"});
   ASSERT_TRUE(off.ok()) << off.error_text();
   EXPECT_EQ(off.config().deterministic, DeterministicMode::kOff);
+  EXPECT_FALSE(off.config().deterministic_mode());
+  // Anything else is refused, naming the accepted values: a user who asked for determinism must get it or stop.
+  for (std::string_view entry : {"DETNCCL_DETERMINISTIC=yes", "DETNCCL_DETERMINISTIC=2", "DETNCCL_ALGO=ring",
+                                 "DETNCCL_ACCUMULATE=fp16"}) {
+    const ConfigError error = single_error(parse({entry}));
+    EXPECT_EQ(error.variable, entry.substr(0, entry.find('=')));
+    EXPECT_NE(error.message.find("accepted: "), std::string::npos) << error.message;
+  }
+  EXPECT_NE(single_error(parse({"DETNCCL_DETERMINISTIC=maybe"})).message.find("0, 1 or warn"), std::string::npos);
 }
 
 TEST(ParseConfig, HostileValuesNeverCrashAndAreQuotedSafely) {

@@ -309,6 +309,79 @@ TEST(ShimStepHelper, StepWindowWithoutStepMarkersWarnsAtExit) {
   EXPECT_NE(job.output.find("never marked a step"), std::string::npos) << job.output;
 }
 
+// Output fingerprints of every AllReduce of a run, by (rank, seq).
+std::map<std::pair<int, uint64_t>, uint64_t> allreduce_outputs(const std::string& dir, const std::string& run,
+                                                               int nranks, bool expect_deterministic) {
+  std::map<std::pair<int, uint64_t>, uint64_t> outputs;
+  for (int rank = 0; rank < nranks; ++rank) {
+    const RankLog log = read_log(rank_log(dir, run, rank));
+    for (const CallRecord& call : log.calls) {
+      if (call.op != detnccl::records::OpId::kAllReduce) continue;
+      EXPECT_TRUE(call.flags & detnccl::records::kCallOutputFingerprint);
+      EXPECT_EQ((call.flags & detnccl::records::kCallDeterministic) != 0, expect_deterministic) << "seq " << call.seq;
+      if (expect_deterministic) {
+        EXPECT_NE(call.algorithm, 0) << "the algorithm that ran is recorded";
+      }
+      outputs[{rank, call.seq}] = call.output_fingerprint;
+    }
+  }
+  return outputs;
+}
+
+// The heart of deterministic mode, end to end through the shim: wide-magnitude fp32 AllReduces (plain and inside a
+// group) over hostnccl in arrival order give different bits from run to run without detnccl, and the same bits —
+// equal to a rank-order run's and equal on every rank — with DETNCCL_DETERMINISTIC=1.
+TEST(ShimDeterministic, ArrivalOrderRunsBecomeBitwiseIdentical) {
+  TempDir dir;
+  constexpr int kRanks = 4;
+  const std::string job = "--steps 6 --wide-allreduce --wide-grouped";
+  const auto traced = [&](const std::string& run_name, const std::string& extra) {
+    const CommandResult result =
+        run_traced_job(kRanks, "DETNCCL_DIR=" + dir.path() + " DETNCCL_RUN=" + run_name + " " + extra, job);
+    EXPECT_EQ(result.exit_code, 0) << result.output;
+  };
+  traced("det1", "DETNCCL_DETERMINISTIC=1 HOSTNCCL_REDUCE_ORDER=arrival");
+  traced("det2", "DETNCCL_DETERMINISTIC=1 HOSTNCCL_REDUCE_ORDER=arrival");
+  traced("det3", "DETNCCL_DETERMINISTIC=1 HOSTNCCL_REDUCE_ORDER=rank DETNCCL_ALGO=one_shot");
+  const auto det1 = allreduce_outputs(dir.path(), "det1", kRanks, true);
+  ASSERT_EQ(det1.size(), static_cast<std::size_t>(kRanks * 6 * 2));
+  EXPECT_EQ(det1, allreduce_outputs(dir.path(), "det2", kRanks, true));
+  EXPECT_EQ(det1, allreduce_outputs(dir.path(), "det3", kRanks, true)) << "another algorithm, the same bits";
+  for (const auto& [key, fingerprint] : det1) {
+    EXPECT_EQ(fingerprint, det1.at({0, key.second})) << "every rank gets the same bits";
+  }
+  // Without deterministic mode the same job's arrival-order sums vary (bounded retries: it is a race).
+  bool varied = false;
+  for (int attempt = 0; attempt < 6 && !varied; ++attempt) {
+    const std::string a = "plain" + std::to_string(attempt) + "a", b = "plain" + std::to_string(attempt) + "b";
+    traced(a, "HOSTNCCL_REDUCE_ORDER=arrival");
+    traced(b, "HOSTNCCL_REDUCE_ORDER=arrival");
+    varied = allreduce_outputs(dir.path(), a, kRanks, false) != allreduce_outputs(dir.path(), b, kRanks, false);
+  }
+  EXPECT_TRUE(varied) << "arrival order never changed a sum: the comparison above proves nothing";
+}
+
+TEST(ShimDeterministic, WorksWithoutTracing) {
+  const CommandResult result =
+      run_traced_job(3, "DETNCCL_DETERMINISTIC=1", "--steps 2 --wide-allreduce --wide-grouped");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+}
+
+TEST(ShimDeterministic, AnUnsupportedReductionStopsTheJobUnlessWarn) {
+  TempDir dir;
+  // A non-blocking communicator cannot be made deterministic (docs/deterministic.md).
+  const CommandResult stopped =
+      run_traced_job(2, "DETNCCL_DETERMINISTIC=1", "--steps 1 --wide-allreduce --nonblocking");
+  EXPECT_NE(stopped.exit_code, 0);
+  EXPECT_NE(stopped.output.find("DETNCCL_DETERMINISTIC=1 cannot honour this call"), std::string::npos)
+      << stopped.output;
+  EXPECT_NE(stopped.output.find("non-blocking"), std::string::npos) << "the reason is named: " << stopped.output;
+  const CommandResult warned =
+      run_traced_job(2, "DETNCCL_DETERMINISTIC=warn", "--steps 2 --wide-allreduce --nonblocking");
+  EXPECT_EQ(warned.exit_code, 0) << warned.output;
+  EXPECT_NE(warned.output.find("NOT deterministic"), std::string::npos) << warned.output;
+}
+
 TEST(ShimConfiguration, AnInvalidSettingStopsTheJobWithAMessageNamingIt) {
   TempDir dir;
   const CommandResult bad_value = run_traced_job(1, "DETNCCL_DIR=" + dir.path() + " DETNCCL_TRACE=everything");

@@ -144,6 +144,8 @@ int main(int argc, char** argv) {
   int perturb_rank = -1;
   int perturb_step = -1;
   bool wide_allreduce = false;
+  bool wide_grouped = false;
+  bool nonblocking = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--steps" && i + 1 < argc) {
@@ -158,10 +160,14 @@ int main(int argc, char** argv) {
       perturb_step = std::atoi(argv[++i]);
     } else if (arg == "--wide-allreduce") {
       wide_allreduce = true;
+    } else if (arg == "--wide-grouped") {  // with --wide-allreduce: a second one per step, inside a group
+      wide_grouped = true;
+    } else if (arg == "--nonblocking") {  // create the communicator with ncclConfig_t.blocking = 0
+      nonblocking = true;
     } else {
       std::fprintf(stderr,
                    "usage: %s [--steps N] [--first-step K] [--die-at-step K] [--perturb-rank R --perturb-step K] "
-                   "[--wide-allreduce]\n",
+                   "[--wide-allreduce [--wide-grouped]] [--nonblocking]\n",
                    argv[0]);
       return 2;
     }
@@ -178,7 +184,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   ncclComm_t comm = nullptr;
-  if (!ok(ncclCommInitRank(&comm, nranks, id, rank), "ncclCommInitRank")) return 1;
+  if (nonblocking) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    const ncclResult_t result = ncclCommInitRankConfig(&comm, nranks, id, rank, &config);
+    if (result != ncclSuccess && result != ncclInProgress) return ok(result, "ncclCommInitRankConfig") ? 0 : 1;
+  } else if (!ok(ncclCommInitRank(&comm, nranks, id, rank), "ncclCommInitRank")) {
+    return 1;
+  }
 
   for (int step = first_step; step < steps; ++step) {
     if (set_step != nullptr) set_step(static_cast<std::uint64_t>(step));
@@ -192,6 +205,13 @@ int main(int argc, char** argv) {
       if (!ok(ncclAllReduce(input.data(), output.data(), input.size(), ncclFloat32, ncclSum, comm, nullptr),
               "ncclAllReduce")) {
         return 1;
+      }
+      if (wide_grouped) {
+        std::vector<float> grouped(input.size());
+        ncclGroupStart();
+        const ncclResult_t issued =
+            ncclAllReduce(input.data(), grouped.data(), input.size(), ncclFloat32, ncclSum, comm, nullptr);
+        if (!ok(issued, "grouped ncclAllReduce") || !ok(ncclGroupEnd(), "ncclGroupEnd")) return 1;
       }
       continue;
     }

@@ -16,7 +16,7 @@ cuda_root="${CUDA_HOME:-/usr/local/cuda}"
 mkdir -p "${out}"
 stamp="$(date -u +%Y-%m-%dT%H%MZ)"
 
-PARTS=(fingerprint)
+PARTS=(fingerprint shim)
 
 log() { printf '== %s\n' "$*"; }
 
@@ -40,6 +40,11 @@ describe_machine() {
 
 part_fingerprint() {
   "${build}/gpu_fingerprint_check" "$@"
+}
+
+# The shim's device fingerprints: tickets vs the CPU reference, stream order, stream capture (bench/gpu/shim_check.cu).
+part_shim() {
+  "${build}/gpu_shim_check" "$@"
 }
 
 build_checks

@@ -1,0 +1,471 @@
+// GPU check of the shim's device fingerprints (interpose/device_fingerprints.h): tickets enqueued on a stream must
+// settle to the CPU reference digests of the same bytes copied back, for many sizes, alignments, block counts and
+// segment sizes, with hundreds of tickets in flight on two streams; they must follow stream order (an in-place
+// update between an input and an output ticket) without waiting for the stream; under stream capture they must
+// say kCaptured and leave the capture intact (it still instantiates and replays), also while other streams are
+// fingerprinted and polled; then the host cost of one enqueue against a cudaMemsetAsync measured in the same run.
+//
+// Self-contained like fingerprint_check.cu: the reference is hash/reference_fingerprint.h over the portable XXH3.
+// --dry-run launches no kernel and makes no CUDA call (no GPU needed): it checks the unavailable path and the
+// plan arithmetic the kernels rely on.
+//
+// Prints a table "check | result | figure"; exits 1 if any check fails.
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hash/reference_fingerprint.h"
+#include "hash/tree_shape.h"
+#include "hash/xxh3_portable.h"
+#include "interpose/device_fingerprints.h"
+
+namespace {
+
+namespace hash = detnccl::hash;
+using detnccl::interpose::DeviceDigestRequest;
+using detnccl::interpose::DeviceDigests;
+using detnccl::interpose::DeviceDigestTicket;
+using detnccl::interpose::enqueue_device_digests;
+using hash::kLeafBytes;
+using Ticket = std::unique_ptr<DeviceDigestTicket>;
+
+int g_failures = 0;
+
+void row(const std::string& check, bool ok, const std::string& figure) {
+  if (!ok) ++g_failures;
+  std::printf("%-62s | %-4s | %s\n", check.c_str(), ok ? "ok" : "FAIL", figure.c_str());
+  std::fflush(stdout);
+}
+
+void info(const std::string& check, const std::string& figure) {
+  std::printf("%-62s | %-4s | %s\n", check.c_str(), "info", figure.c_str());
+  std::fflush(stdout);
+}
+
+// Aborts the whole check on a CUDA error of the check's own calls: nothing after it would be meaningful.
+void cuda_check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) {
+    std::printf("%-62s | FAIL | %s\n", what, cudaGetErrorString(status));
+    std::exit(1);
+  }
+}
+
+std::uint64_t portable_xxh3(const std::uint8_t* p, std::uint64_t n, std::uint64_t seed) {
+  return hash::xxh3::hash(p, n, seed);
+}
+
+const char* state_name(DeviceDigestTicket::State state) {
+  switch (state) {
+    case DeviceDigestTicket::kPending:
+      return "pending";
+    case DeviceDigestTicket::kReady:
+      return "ready";
+    case DeviceDigestTicket::kCaptured:
+      return "captured";
+    case DeviceDigestTicket::kFailed:
+      return "failed";
+  }
+  return "?";
+}
+
+// The digests a request must produce, from the reference over host bytes.
+DeviceDigests expected_digests(const std::uint8_t* data, const DeviceDigestRequest& request) {
+  DeviceDigests digests;
+  digests.whole = hash::reference::fingerprint(data, request.bytes, portable_xxh3);
+  if (request.blocks > 0) {
+    const std::uint64_t block_bytes = request.bytes / request.blocks;
+    for (std::uint64_t b = 0; b < request.blocks; ++b) {
+      digests.blocks.push_back(hash::reference::fingerprint(data + b * block_bytes, block_bytes, portable_xxh3));
+    }
+  }
+  if (request.segment_bytes > 0) {
+    digests.segments = hash::reference::segment_digests(data, request.bytes, request.segment_bytes, portable_xxh3);
+  }
+  return digests;
+}
+
+bool same(const DeviceDigests& a, const DeviceDigests& b) {
+  return a.whole == b.whole && a.blocks == b.blocks && a.segments == b.segments;
+}
+
+// Polls every ticket until none is pending (the tracer's background thread does this); false on timeout.
+bool settle(const std::vector<DeviceDigestTicket*>& tickets, double timeout_s = 120) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  for (;;) {
+    bool pending = false;
+    for (DeviceDigestTicket* ticket : tickets) pending |= ticket->poll() == DeviceDigestTicket::kPending;
+    if (!pending) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+__global__ void spin_for(unsigned long long nanoseconds) {
+  unsigned long long start = 0;
+  unsigned long long now = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    __nanosleep(10000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < nanoseconds);
+}
+
+struct Case {
+  std::size_t offset;
+  DeviceDigestRequest request;
+};
+
+// Blocks and segments asked for with every size: none; leaf-aligned blocks (one segment pipeline) for the larger
+// sizes; unaligned blocks (a pipeline each); many blocks, empty for the small sizes.
+struct Variant {
+  std::uint64_t blocks;
+  std::uint64_t segment_bytes;
+};
+constexpr Variant kVariants[] = {{0, 0}, {8, kLeafBytes}, {3, 4 * kLeafBytes}, {1024, 0}};
+
+std::vector<std::size_t> sweep_sizes() {
+  std::vector<std::size_t> sizes = {0,
+                                    1,
+                                    17,
+                                    240,
+                                    241,
+                                    4095,
+                                    kLeafBytes - 1,
+                                    kLeafBytes,
+                                    kLeafBytes + 1,
+                                    3 * kLeafBytes + 5,
+                                    8 * kLeafBytes + 3,
+                                    (std::size_t{1} << 20) - 1,
+                                    hash::kFanout * kLeafBytes,
+                                    (hash::kFanout + 1) * kLeafBytes,
+                                    (hash::kFanout + 2) * kLeafBytes - 3,
+                                    (std::size_t{40} << 20) + 13};
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 8; ++i) sizes.push_back(rng() % (std::size_t{8} << 20));
+  return sizes;
+}
+
+// ------------------------------------------------------------------------------------------------------------
+
+void run_dry() {
+  // Nothing in this process has used CUDA: the shim must say unavailable, and must not load the driver.
+  const bool loaded_before = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD) != nullptr;
+  const bool available = detnccl::interpose::device_fingerprints_available();
+  std::vector<std::uint8_t> host(1000);
+  Ticket ticket = enqueue_device_digests({host.data(), host.size(), 0, 0}, nullptr);
+  const bool loaded_after = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD) != nullptr;
+  row("dry run: unavailable without a loaded driver; none loaded",
+      !loaded_before && !available && !loaded_after && ticket && ticket->poll() == DeviceDigestTicket::kFailed,
+      ticket ? std::string(ticket->failure()) : "no ticket");
+
+  // The plans of the sweep: the pipelines and digests the GPU run will enqueue.
+  std::uint64_t requests = 0;
+  std::uint64_t pipelines = 0;
+  std::uint64_t as_segments = 0;
+  bool valid = true;
+  for (std::size_t bytes : sweep_sizes()) {
+    for (const Variant& variant : kVariants) {
+      const auto plan =
+          detnccl::interpose::plan_device_digests({host.data(), bytes, variant.blocks, variant.segment_bytes});
+      valid &= plan.failure.empty();
+      ++requests;
+      pipelines += plan.pipelines;
+      as_segments += plan.blocks_as_segments ? 1 : 0;
+    }
+  }
+  row("dry run: every sweep request has a plan", valid,
+      std::to_string(requests) + " requests, " + std::to_string(pipelines) + " pipelines, " +
+          std::to_string(as_segments) + " with blocks as segments");
+
+  // What blocks_as_segments relies on, with the reference itself.
+  std::vector<std::uint8_t> data(12 * kLeafBytes + 5);
+  std::mt19937_64 rng(3);
+  for (auto& byte : data) byte = static_cast<std::uint8_t>(rng());
+  bool equal = true;
+  for (std::uint64_t blocks : {2u, 3u, 4u, 6u, 12u}) {
+    const std::uint64_t block_bytes = data.size() / blocks;
+    const auto segments =
+        hash::reference::segment_digests(data.data(), blocks * block_bytes, block_bytes, portable_xxh3);
+    for (std::uint64_t b = 0; b < blocks; ++b) {
+      equal &= segments[b] == hash::reference::fingerprint(data.data() + b * block_bytes, block_bytes, portable_xxh3);
+    }
+  }
+  row("dry run: leaf-aligned blocks == segments over them", equal, "2, 3, 4, 6, 12 blocks");
+}
+
+// ------------------------------------------------------------------------------------------------------------
+
+struct Device {
+  std::uint8_t* data = nullptr;  // random bytes, also kept on the host
+  std::size_t bytes = 0;
+  std::vector<std::uint8_t> copied_back;  // the device bytes copied back: what the reference hashes
+  cudaStream_t streams[2] = {nullptr, nullptr};
+};
+
+void check_sweep(Device& device) {
+  std::vector<Case> cases;
+  for (std::size_t bytes : sweep_sizes()) {
+    for (std::size_t offset : {0, 1, 3, 8, 100}) {
+      if (bytes > (std::size_t{4} << 20) && offset != 0 && offset != 3) continue;  // keep the big ones quick
+      for (const Variant& variant : kVariants) {
+        cases.push_back({offset, {device.data + offset, bytes, variant.blocks, variant.segment_bytes}});
+      }
+    }
+  }
+  // Everything in flight at once, alternating between the streams: no wait between enqueues.
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<Ticket> tickets;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    tickets.push_back(enqueue_device_digests(cases[i].request, device.streams[i % 2]));
+  }
+  const double enqueue_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::vector<DeviceDigestTicket*> raw;
+  for (const Ticket& ticket : tickets) raw.push_back(ticket.get());
+  const bool settled = settle(raw);
+  int bad = 0;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    const DeviceDigestTicket::State state = tickets[i]->poll();
+    const bool ok = state == DeviceDigestTicket::kReady &&
+                    same(tickets[i]->result(), expected_digests(device.copied_back.data() + c.offset, c.request));
+    if (!ok && ++bad <= 10) {
+      std::printf("  mismatch: %llu bytes at +%zu, %llu blocks, segments of %llu: %s %s\n",
+                  static_cast<unsigned long long>(c.request.bytes), c.offset,
+                  static_cast<unsigned long long>(c.request.blocks),
+                  static_cast<unsigned long long>(c.request.segment_bytes), state_name(state),
+                  std::string(tickets[i]->failure()).c_str());
+    }
+  }
+  char figure[120];
+  std::snprintf(figure, sizeof figure, "%d/%zu tickets, all enqueued in %.1f ms", static_cast<int>(cases.size()) - bad,
+                cases.size(), enqueue_s * 1e3);
+  row("tickets == CPU reference (sizes x alignments x blocks x segments)", settled && bad == 0, figure);
+}
+
+// Input ticket, in-place update, output ticket, all behind a kernel that keeps the stream busy.
+void check_stream_order(Device& device) {
+  const std::size_t bytes = (std::size_t{5} << 20) + 7;
+  std::uint8_t* buffer = nullptr;
+  cuda_check(cudaMalloc(&buffer, bytes), "cudaMalloc in-place buffer");
+  cuda_check(cudaMemcpy(buffer, device.data, bytes, cudaMemcpyDeviceToDevice), "fill in-place buffer");
+  cudaStream_t stream = device.streams[0];
+  spin_for<<<1, 1, 0, stream>>>(300ULL * 1000 * 1000);
+  cuda_check(cudaGetLastError(), "spin kernel");
+  Ticket input = enqueue_device_digests({buffer, bytes, 4, kLeafBytes}, stream);
+  cuda_check(cudaMemsetAsync(buffer, 0xAB, bytes, stream), "in-place update");
+  Ticket output = enqueue_device_digests({buffer, bytes, 4, kLeafBytes}, stream);
+  const cudaError_t busy = cudaStreamQuery(stream);
+  row("enqueue returns while the stream is still busy (no host sync)",
+      busy == cudaErrorNotReady && input->poll() == DeviceDigestTicket::kPending, cudaGetErrorName(busy));
+  const bool settled = settle({input.get(), output.get()});
+  const std::vector<std::uint8_t> updated(bytes, 0xAB);
+  const DeviceDigestRequest shape{nullptr, bytes, 4, kLeafBytes};
+  const bool in_ok = settled && input->poll() == DeviceDigestTicket::kReady &&
+                     same(input->result(), expected_digests(device.copied_back.data(), shape));
+  const bool out_ok = settled && output->poll() == DeviceDigestTicket::kReady &&
+                      same(output->result(), expected_digests(updated.data(), shape));
+  row("in-place: input ticket sees the data before, output after", in_ok && out_ok,
+      std::string("input ") + state_name(input->poll()) + ", output " + state_name(output->poll()));
+  cudaFree(buffer);
+}
+
+// Tickets destroyed while their kernels run: their memory must not be reused before the kernels end.
+void check_abandoned_tickets(Device& device) {
+  cudaStream_t stream = device.streams[1];
+  spin_for<<<1, 1, 0, stream>>>(100ULL * 1000 * 1000);
+  cuda_check(cudaGetLastError(), "spin kernel");
+  for (int i = 0; i < 50; ++i) enqueue_device_digests({device.data, std::size_t{3} << 20, 3, kLeafBytes}, stream);
+  std::vector<Ticket> later;
+  std::vector<DeviceDigestTicket*> raw;
+  for (int i = 0; i < 50; ++i) {
+    later.push_back(
+        enqueue_device_digests({device.data + i, (std::size_t{3} << 20) - i, 3, kLeafBytes}, device.streams[i % 2]));
+    raw.push_back(later.back().get());
+  }
+  const bool settled = settle(raw);
+  int good = 0;
+  for (int i = 0; i < 50; ++i) {
+    const DeviceDigestRequest shape{nullptr, (std::size_t{3} << 20) - i, 3, kLeafBytes};
+    good += later[i]->poll() == DeviceDigestTicket::kReady &&
+            same(later[i]->result(), expected_digests(device.copied_back.data() + i, shape));
+  }
+  row("50 tickets destroyed in flight, then 50 more: all correct", settled && good == 50, std::to_string(good) + "/50");
+}
+
+void check_capture(Device& device) {
+  // 1. A capturing stream gets kCaptured, while another stream is fingerprinted (a new scratch size: the pools
+  //    grow during the capture) and polled from another thread; the capture must survive all of it.
+  cudaStream_t capturing = device.streams[0];
+  cudaStream_t other = device.streams[1];
+  std::uint8_t* target = nullptr;
+  cuda_check(cudaMalloc(&target, 4096), "cudaMalloc capture target");
+  cuda_check(cudaMemset(target, 0, 4096), "clear capture target");
+  const std::size_t big = std::min(device.bytes - 64, (std::size_t{600} << 20) + 5);
+  cuda_check(cudaStreamBeginCapture(capturing, cudaStreamCaptureModeGlobal), "begin capture");
+  cuda_check(cudaMemsetAsync(target, 0x5A, 4096, capturing), "captured memset");
+  Ticket in_capture = enqueue_device_digests({target, 4096, 2, 0}, capturing);
+  Ticket beside = enqueue_device_digests({device.data + 1, big, 0, 0}, other);
+  std::atomic<int> polled_state{-1};
+  std::thread poller([&] {
+    DeviceDigestTicket::State state = DeviceDigestTicket::kPending;
+    for (int i = 0; i < 100000 && state == DeviceDigestTicket::kPending; ++i) state = beside->poll();
+    polled_state = state;
+  });
+  poller.join();
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(capturing, &graph);
+  row("enqueue on a capturing stream says kCaptured", in_capture->poll() == DeviceDigestTicket::kCaptured,
+      state_name(in_capture->poll()));
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t replayed = ended;
+  if (ended == cudaSuccess) replayed = cudaGraphInstantiate(&exec, graph, 0);
+  if (replayed == cudaSuccess) replayed = cudaGraphLaunch(exec, capturing);
+  if (replayed == cudaSuccess) replayed = cudaStreamSynchronize(capturing);
+  std::vector<std::uint8_t> result(4096);
+  if (replayed == cudaSuccess) replayed = cudaMemcpy(result.data(), target, 4096, cudaMemcpyDeviceToHost);
+  const bool replay_ok =
+      replayed == cudaSuccess && std::all_of(result.begin(), result.end(), [](std::uint8_t b) { return b == 0x5A; });
+  row("the capture still ends, instantiates and replays", replay_ok,
+      std::string("end capture: ") + cudaGetErrorName(ended) + ", replay: " + cudaGetErrorName(replayed));
+  const bool beside_ok =
+      settle({beside.get()}) && beside->poll() == DeviceDigestTicket::kReady &&
+      beside->result().whole == hash::reference::fingerprint(device.copied_back.data() + 1, big, portable_xxh3);
+  row("another stream fingerprinted and polled during the capture", beside_ok,
+      std::string("polled from a thread during capture: ") +
+          (polled_state >= 0 ? state_name(static_cast<DeviceDigestTicket::State>(polled_state.load())) : "?"));
+  if (exec != nullptr) cudaGraphExecDestroy(exec);
+  if (graph != nullptr) cudaGraphDestroy(graph);
+
+  // 2. The legacy stream while a blocking stream captures: work there would join the capture.
+  cudaStream_t blocking = nullptr;
+  cuda_check(cudaStreamCreate(&blocking), "cudaStreamCreate blocking");
+  cuda_check(cudaStreamBeginCapture(blocking, cudaStreamCaptureModeThreadLocal), "begin capture (blocking)");
+  cuda_check(cudaMemsetAsync(target, 0x11, 4096, blocking), "captured memset (blocking)");
+  Ticket legacy = enqueue_device_digests({target, 4096, 0, 0}, nullptr);
+  graph = nullptr;
+  const cudaError_t legacy_ended = cudaStreamEndCapture(blocking, &graph);
+  row("legacy stream during a blocking stream's capture says kCaptured",
+      legacy->poll() == DeviceDigestTicket::kCaptured && legacy_ended == cudaSuccess,
+      std::string(state_name(legacy->poll())) + ", end capture: " + cudaGetErrorName(legacy_ended));
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  cudaStreamDestroy(blocking);
+  cudaFree(target);
+}
+
+void check_failures(Device& device) {
+  std::vector<std::uint8_t> host(1 << 16);
+  Ticket pageable = enqueue_device_digests({host.data(), host.size(), 0, 0}, device.streams[0]);
+  Ticket null_data = enqueue_device_digests({nullptr, 10, 0, 0}, device.streams[0]);
+  Ticket bad_segments = enqueue_device_digests({device.data, 100, 0, 1000}, device.streams[0]);
+  const bool ok = pageable->poll() == DeviceDigestTicket::kFailed && !pageable->failure().empty() &&
+                  null_data->poll() == DeviceDigestTicket::kFailed &&
+                  bad_segments->poll() == DeviceDigestTicket::kFailed;
+  row("pageable host memory, null data, bad segment size: kFailed", ok, std::string(pageable->failure()));
+}
+
+// Host cost of one enqueue (whole fingerprint of 1 MiB, after warm-up) against a cudaMemsetAsync of 1 MiB.
+void measure_enqueue_cost(Device& device) {
+  cudaStream_t stream = device.streams[0];
+  constexpr int kCalls = 2000;
+  std::vector<Ticket> tickets;
+  tickets.reserve(kCalls);
+  auto time_us = [&](auto enqueue) {
+    tickets.clear();
+    for (int i = 0; i < kCalls; ++i) enqueue();  // warm-up: the pools reach the size this many tickets need
+    cuda_check(cudaStreamSynchronize(stream), "synchronize");
+    for (Ticket& ticket : tickets) ticket->poll();
+    tickets.clear();
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < kCalls; ++i) enqueue();
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    cuda_check(cudaStreamSynchronize(stream), "synchronize");
+    for (Ticket& ticket : tickets) ticket->poll();
+    return us / kCalls;
+  };
+  const double digest_us = time_us([&] {
+    tickets.push_back(enqueue_device_digests({device.data, std::size_t{1} << 20, 0, 0}, stream));
+  });
+  const double memset_us =
+      time_us([&] { cuda_check(cudaMemsetAsync(device.data + 64, 0, 1 << 20, stream), "memset"); });
+  char figure[120];
+  std::snprintf(figure, sizeof figure, "enqueue %.2f us, cudaMemsetAsync %.2f us, enqueue/memset %.1fx", digest_us,
+                memset_us, digest_us / memset_us);
+  info("host cost per call, 1 MiB (same run)", figure);
+}
+
+void run_device() {
+  Device device;
+  int ordinal = 0;
+  cudaDeviceProp prop{};
+  cuda_check(cudaGetDevice(&ordinal), "cudaGetDevice");
+  cuda_check(cudaGetDeviceProperties(&prop, ordinal), "cudaGetDeviceProperties");
+  info("device", std::string(prop.name) + ", " + std::to_string(prop.multiProcessorCount) + " SMs");
+  for (cudaStream_t& stream : device.streams) {
+    cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  }
+  row("available once the job uses CUDA", detnccl::interpose::device_fingerprints_available(),
+      std::string(detnccl::interpose::device_fingerprints_unavailable_reason()));
+
+  device.bytes = (std::size_t{640} << 20) + 512;
+  std::vector<std::uint8_t> host(device.bytes);
+  std::uint64_t state = 0x243F6A8885A308D3ULL;
+  for (std::size_t i = 0; i + 8 <= host.size(); i += 8) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    std::memcpy(&host[i], &state, 8);
+  }
+  cuda_check(cudaMalloc(&device.data, device.bytes), "cudaMalloc data");
+  cuda_check(cudaMemcpy(device.data, host.data(), device.bytes, cudaMemcpyHostToDevice), "copy to device");
+  device.copied_back.resize(device.bytes);
+  cuda_check(cudaMemcpy(device.copied_back.data(), device.data, device.bytes, cudaMemcpyDeviceToHost), "copy back");
+  row("bytes copied back == bytes sent", device.copied_back == host, std::to_string(device.bytes) + " bytes");
+
+  check_sweep(device);
+  check_stream_order(device);
+  check_abandoned_tickets(device);
+  check_capture(device);
+  check_failures(device);
+  measure_enqueue_cost(device);
+
+  cuda_check(cudaDeviceSynchronize(), "final synchronize");
+  cudaFree(device.data);
+  for (cudaStream_t stream : device.streams) cudaStreamDestroy(stream);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool dry_run = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--dry-run") {
+      dry_run = true;
+    } else {
+      std::printf("usage: %s [--dry-run]\n", argv[0]);
+      return arg == "--help" ? 0 : 2;
+    }
+  }
+  std::printf("detnccl GPU check of the shim's device fingerprints, definition v%u%s\n", hash::kFingerprintVersion,
+              dry_run ? " (dry run: no kernels)" : "");
+  std::printf("%-62s | %-4s | %s\n", "check", "", "figure");
+  if (dry_run) {
+    run_dry();
+  } else {
+    run_device();
+  }
+  std::printf("%s: %d failed check(s)\n", g_failures == 0 ? "PASS" : "FAIL", g_failures);
+  return g_failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,44 @@
+// detnccl shim: deterministic mode (DETNCCL_DETERMINISTIC) — the floating-point AllReduce, ReduceScatter and
+// Reduce calls the shim computes itself with collectives/deterministic.h instead of handing them to NCCL.
+#ifndef DETNCCL_INTERPOSE_DETERMINISTIC_H
+#define DETNCCL_INTERPOSE_DETERMINISTIC_H
+
+#include <cstdint>
+#include <optional>
+
+#include "abi/nccl_abi.h"
+#include "config/config.h"
+#include "interpose/call_shape.h"
+
+namespace detnccl::interpose {
+
+// Turns deterministic mode on or off for this process (called once, with the configuration).
+void configure_deterministic(const config::Config& config) noexcept;
+
+// Whether deterministic mode is on.
+bool deterministic_enabled() noexcept;
+
+// For a reduction in deterministic mode: runs it with the fixed-order algorithm — now, or, inside a user group, at the
+// outermost ncclGroupEnd (deferred: it then returns ncclSuccess and ncclGroupEnd reports its result) — and returns
+// its result, with the algorithm used in *algorithm. Returns nullopt for a call NCCL should run unchanged: not a
+// floating-point reduction, deterministic mode off, or (with DETNCCL_DETERMINISTIC=warn) one that cannot be made
+// deterministic. With DETNCCL_DETERMINISTIC=1 such a call stops the job with a message saying what and why.
+std::optional<ncclResult_t> run_deterministic(const CallShape& shape, bool in_group, std::uint16_t* algorithm) noexcept;
+
+// At the outermost ncclGroupEnd, after the real one returned: runs this thread's deferred reductions in call order.
+// Returns the first failure, or ncclSuccess.
+ncclResult_t run_deferred_deterministic() noexcept;
+
+// A communicator's facts deterministic mode needs: whether it is blocking (from its ncclConfig_t).
+void note_communicator_config(ncclComm_t comm, const ncclConfig_t* config) noexcept;
+
+// A PreMulSum operator was created: remembers what it computes (a host-immediate scalar is copied now).
+void note_premulsum(ncclComm_t comm, ncclRedOp_t op, const void* scalar, ncclDataType_t datatype,
+                    ncclScalarResidence_t residence) noexcept;
+
+// The communicator is being destroyed: frees its scratch memory and forgets it.
+void forget_communicator_deterministic(ncclComm_t comm) noexcept;
+
+}  // namespace detnccl::interpose
+
+#endif  // DETNCCL_INTERPOSE_DETERMINISTIC_H
