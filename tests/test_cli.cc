@@ -233,6 +233,23 @@ TEST(CliCheck, ATracedRunIsConsistent) {
   EXPECT_GT(parsed["content_checks"].get<int>(), 0);
 }
 
+// Every rank of a run must run with the same DETNCCL_* settings (e.g. deterministic mode on all or none): check names
+// the odd rank and the setting.
+TEST(CliCheck, FlagsARankWhoseConfigurationDiffers) {
+  TempDir dir;
+  // Rank 2 alone fingerprints only calls of at least 1 KiB: harmless to the job, visible in its log header.
+  const CommandResult job = run("env HOSTNCCL_TIMEOUT_S=20 " DETNCCL_LAUNCHER
+                                " -n 3 --timeout 120 -- sh -c '"
+                                "if [ \"$RANK\" = 2 ]; then export DETNCCL_MIN_BYTES=1K; fi; "
+                                "exec env LD_PRELOAD=" DETNCCL_SHIM_PATH " DETNCCL_DIR=" +
+                                dir.path() + " DETNCCL_RUN=mixed " DETNCCL_TRACE_JOB " --steps 1' 2>&1");
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  const CommandResult result = detnccl("check " + dir.run("mixed"));
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_NE(result.output.find("configuration mismatch: DETNCCL_MIN_BYTES=1K on rank 2"), std::string::npos)
+      << result.output;
+}
+
 TEST(CliCheck, CatchesASendRecvCorruptionAndAMetadataDesync) {
   // Synthetic logs: under the shim both sides of a transfer are fingerprinted from the bytes NCCL moved, and
   // hostnccl refuses or hangs on mismatched counts, so a real job cannot produce these.

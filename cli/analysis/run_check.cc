@@ -461,9 +461,84 @@ std::string_view check_finding_name(CheckFindingKind kind) noexcept {
       return "content mismatch";
     case CheckFindingKind::kUnmatchedPointToPoint:
       return "unmatched send/recv";
+    case CheckFindingKind::kConfigMismatch:
+      return "configuration mismatch";
   }
   return "?";
 }
+
+namespace {
+
+// What every rank of a run must share, one "name=value" line each: the effective DETNCCL_* configuration and the
+// versions that decide what the records mean. (NCCL_* variables may legitimately differ per rank.)
+std::vector<std::string> shared_settings(const records::LogHeader& header) {
+  std::vector<std::string> lines;
+  std::string_view text = header.config_text;
+  while (!text.empty()) {
+    const std::size_t end = text.find('\n');
+    lines.emplace_back(text.substr(0, end));
+    if (end == std::string_view::npos) break;
+    text.remove_prefix(end + 1);
+  }
+  const auto setting = [&](const char* name, const std::string& value) {
+    std::string entry = name;
+    entry += '=';
+    entry += value;
+    lines.push_back(std::move(entry));
+  };
+  setting("detnccl version", header.detnccl_version_text);
+  setting("NCCL version", std::to_string(header.nccl_version));
+  setting("fingerprint version", std::to_string(header.fingerprint_version));
+  setting("world size", std::to_string(header.world_size));
+  return lines;
+}
+
+// Ranks whose settings differ from the most common ones: one finding per differing line.
+void check_configurations(const std::vector<std::unique_ptr<RankLogStream>>& streams, const RunLogs& run,
+                          CheckResult& result, std::size_t findings_kept) {
+  std::map<std::vector<std::string>, std::vector<std::uint32_t>> by_settings;
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    by_settings[shared_settings(streams[i]->header())].push_back(run.logs[i].rank);
+  }
+  if (by_settings.size() <= 1) return;
+  auto majority = by_settings.begin();
+  for (auto it = by_settings.begin(); it != by_settings.end(); ++it) {
+    if (it->second.size() > majority->second.size()) majority = it;
+  }
+  const std::set<std::string> common(majority->first.begin(), majority->first.end());
+  for (const auto& [settings, ranks] : by_settings) {
+    if (&settings == &majority->first) continue;
+    for (const std::string& line : settings) {
+      if (common.count(line) != 0) continue;
+      const std::string name = line.substr(0, line.find('='));
+      std::string usual = "unset";
+      for (const std::string& other : majority->first) {
+        if (other.substr(0, other.find('=')) == name) usual = other;
+      }
+      CheckFinding finding;
+      finding.kind = CheckFindingKind::kConfigMismatch;
+      finding.ranks = ranks;
+      // RATIONALE: appended piece by piece; GCC 12 warns (-Wrestrict) on some `"literal" + std::string` chains.
+      std::string& message = finding.message;
+      message = "configuration mismatch: ";
+      message += line;
+      message += ranks.size() > 1 ? " on ranks " : " on rank ";
+      for (std::size_t r = 0; r < ranks.size(); ++r) {
+        if (r > 0) message += ',';
+        message += std::to_string(ranks[r]);
+      }
+      message += ", but ";
+      message += usual;
+      message += " on the other ";
+      message += std::to_string(majority->second.size());
+      message += " ranks: they did not run with the same settings";
+      ++result.finding_counts[finding.kind];
+      if (result.findings.size() < findings_kept) result.findings.push_back(std::move(finding));
+    }
+  }
+}
+
+}  // namespace
 
 CheckResult check_run(const RunLogs& run, const CheckOptions& options) {
   CheckResult result;
@@ -483,6 +558,7 @@ CheckResult check_run(const RunLogs& run, const CheckOptions& options) {
         return result;
       }
     }
+    check_configurations(streams, run, result, options.findings_kept);
     Checker checker(result, options);
     std::vector<std::vector<CallInRun>> batches(n);
     std::vector<char> done(n, 0);

@@ -7,6 +7,8 @@
 // input equal to its matching Recv's output; AllGather, AlltoAll, Gather and Scatter blocks equal to the data each
 // peer sent. A content failure inside one run means corrupted data or a broken collective.
 //
+// The ranks' headers must agree too: the same DETNCCL_* configuration, detnccl, NCCL and fingerprint versions.
+//
 // Collectives are matched across ranks by (communicator id, index among the collectives on that communicator),
 // Send/Recv by (communicator id, sender, receiver, per-pair order). The logs are streamed together, a bounded
 // number of calls per rank at a time, so memory stays bounded when the ranks made the same calls.
@@ -34,6 +36,8 @@ enum class CheckFindingKind : std::uint8_t {
   kNotAllJoined,           // some members never made the call (named)
   kContentMismatch,        // fingerprints that must be equal are not: corrupted data or a broken collective
   kUnmatchedPointToPoint,  // a Send without its Recv or the other way round
+  kConfigMismatch,         // ranks ran with different DETNCCL_* settings or versions (e.g. one rank without
+                           // deterministic mode): the ranks did not choose identically
 };
 
 // "type mismatch", "size mismatch", ...
