@@ -30,15 +30,18 @@ if(TARGET hostnccl AND TARGET hostnccl-run)
   target_link_libraries(trace_job PRIVATE detnccl_abi detnccl_options detnccl_bootstrap hostnccl ${CMAKE_DL_LIBS})
   add_executable(trace_threads_job trace_threads_job.cc)
   target_link_libraries(trace_threads_job PRIVATE detnccl_abi detnccl_options hostnccl Threads::Threads)
+  add_executable(api_tour_job api_tour_job.cc)
+  target_link_libraries(api_tour_job PRIVATE detnccl_abi detnccl_options detnccl_bootstrap hostnccl)
   add_executable(test_shim_trace test_shim_trace.cc)
   target_link_libraries(test_shim_trace PRIVATE detnccl_abi detnccl_options detnccl_hash detnccl_records
                                                 GTest::gtest_main)
   target_compile_definitions(test_shim_trace PRIVATE
     DETNCCL_SHIM_PATH="$<TARGET_FILE:detnccl>" DETNCCL_TRACE_JOB="$<TARGET_FILE:trace_job>"
     DETNCCL_LAUNCHER="$<TARGET_FILE:hostnccl-run>" DETNCCL_THREADS_JOB="$<TARGET_FILE:trace_threads_job>"
+    DETNCCL_API_TOUR_JOB="$<TARGET_FILE:api_tour_job>"
     DETNCCL_HOSTNCCL_LIBRARY="$<TARGET_FILE:hostnccl>" DETNCCL_STEP_HELPER_JOB="${CMAKE_CURRENT_SOURCE_DIR}/step_helper_job.py"
     DETNCCL_PYTHON_HELPER_DIR="${PROJECT_SOURCE_DIR}/interpose/python")
-  add_dependencies(test_shim_trace detnccl trace_job trace_threads_job hostnccl-run)
+  add_dependencies(test_shim_trace detnccl trace_job trace_threads_job api_tour_job hostnccl-run)
   gtest_discover_tests(test_shim_trace DISCOVERY_TIMEOUT 30
                        PROPERTIES TIMEOUT 300 RESOURCE_LOCK hostnccl_shm FIXTURES_REQUIRED hostnccl_suite)
 endif()

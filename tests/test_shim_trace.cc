@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -380,6 +381,50 @@ TEST(ShimDeterministic, AnUnsupportedReductionStopsTheJobUnlessWarn) {
       run_traced_job(2, "DETNCCL_DETERMINISTIC=warn", "--steps 2 --wide-allreduce --nonblocking");
   EXPECT_EQ(warned.exit_code, 0) << warned.output;
   EXPECT_NE(warned.output.find("NOT deterministic"), std::string::npos) << warned.output;
+}
+
+// The communicator-level API through the shim: results unchanged (the job checks them), and the records say how each
+// communicator came to be, with ids equal on exactly the members of each.
+TEST(ShimApiTour, SplitsPreMulSumAndQueriesAreRecordedFaithfully) {
+  TempDir dir;
+  constexpr int kRanks = 4;
+  const CommandResult job =
+      run("env HOSTNCCL_TIMEOUT_S=20 DETNCCL_DIR=" + dir.path() + " DETNCCL_RUN=tour " +
+          DETNCCL_LAUNCHER " -n 4 --timeout 120 -- env LD_PRELOAD=" DETNCCL_SHIM_PATH " " DETNCCL_API_TOUR_JOB);
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  std::map<uint64_t, std::vector<int>> members_by_id;  // communicator id -> global ranks
+  for (int rank = 0; rank < kRanks; ++rank) {
+    const RankLog log = read_log(rank_log(dir.path(), "tour", rank));
+    const bool last = rank == kRanks - 1;
+    ASSERT_EQ(log.communicators.size(), last ? 3u : 4u) << "the last rank opted out of the second split";
+    const CommunicatorRecord& world = log.communicators[0];
+    EXPECT_EQ(world.origin, detnccl::records::CommOrigin::kInitRank);
+    EXPECT_EQ(world.parent_ordinal, detnccl::records::kNoParent);
+    const CommunicatorRecord& halves = log.communicators[1];
+    EXPECT_EQ(halves.origin, detnccl::records::CommOrigin::kSplit);
+    EXPECT_EQ(halves.parent_ordinal, world.ordinal);
+    EXPECT_EQ(halves.parent_id, world.id);
+    EXPECT_EQ(halves.split_color, rank % 2);
+    EXPECT_EQ(halves.split_key, -rank);
+    EXPECT_EQ(halves.nranks, 2u);
+    EXPECT_EQ(halves.rank, rank < 2 ? 1u : 0u) << "keys reversed: the higher rank comes first";
+    for (const CommunicatorRecord& comm : log.communicators) members_by_id[comm.id].push_back(rank);
+    // PreMulSum calls carry their scalar: 0.5 at creation, 2.0 through the pointer.
+    std::vector<uint64_t> scalars;
+    for (const CallRecord& call : log.calls) {
+      if (call.flags & detnccl::records::kCallPreMulSumScalar) scalars.push_back(call.premulsum_scalar);
+    }
+    const float half = 0.5f, two = 2.0f;
+    uint32_t half_bits = 0, two_bits = 0;
+    std::memcpy(&half_bits, &half, 4);
+    std::memcpy(&two_bits, &two, 4);
+    EXPECT_EQ(scalars, (std::vector<uint64_t>{half_bits, two_bits}));
+  }
+  // World and the all-ranks split: 4 members each; the halves: {0,2} and {1,3}; the second split: {0,1,2}.
+  std::vector<std::vector<int>> groups;
+  for (const auto& [id, members] : members_by_id) groups.push_back(members);
+  std::sort(groups.begin(), groups.end());
+  EXPECT_EQ(groups, (std::vector<std::vector<int>>{{0, 1, 2}, {0, 1, 2, 3}, {0, 1, 2, 3}, {0, 2}, {1, 3}}));
 }
 
 TEST(ShimConfiguration, AnInvalidSettingStopsTheJobWithAMessageNamingIt) {
