@@ -33,9 +33,11 @@ if ((do_build)); then
   cmake --build --preset "$preset" -j "$(nproc)" --target hostnccl-run train detnccl detnccl-cli >/dev/null
 fi
 
+[[ -d "$build_dir" ]] || { echo "demo.sh: no build directory $build_dir (build first, or pass --build-dir)" >&2; exit 2; }
+build_dir="$(cd "$build_dir" && pwd)"
 launch="$build_dir/hostnccl/bin/hostnccl-run"
 train="$build_dir/examples/train"
-shim="$PWD/$build_dir/lib/libdetnccl.so"
+shim="$build_dir/lib/libdetnccl.so"
 cli="$build_dir/cli/detnccl"
 for f in "$launch" "$train" "$shim" "$cli"; do
   [[ -e "$f" ]] || { echo "demo.sh: $f is missing (build first, or pass --build-dir)" >&2; exit 2; }
