@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "abi/nccl_abi.h"
+#include "collectives/dtype_arith.h"
 #include "records/log_format.h"
 
 namespace detnccl::interpose {
@@ -43,31 +44,6 @@ struct CallShape {
   bool has_input = true;
   bool has_output = true;
 };
-
-// Element size of a datatype in bytes; 0 for a value outside the enum (the call is then recorded without hashes).
-constexpr std::uint64_t element_bytes(ncclDataType_t datatype) noexcept {
-  switch (datatype) {
-    case ncclInt8:
-    case ncclUint8:
-    case ncclFloat8e4m3:
-    case ncclFloat8e5m2:
-      return 1;
-    case ncclFloat16:
-    case ncclBfloat16:
-      return 2;
-    case ncclInt32:
-    case ncclUint32:
-    case ncclFloat32:
-      return 4;
-    case ncclInt64:
-    case ncclUint64:
-    case ncclFloat64:
-      return 8;
-    case ncclNumTypes:
-      break;
-  }
-  return 0;
-}
 
 // One describe function per traced entry point, same parameters as the NCCL function.
 CallShape describe_ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,

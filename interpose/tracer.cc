@@ -503,7 +503,7 @@ void on_premulsum_created(ncclRedOp_t op, const void* scalar, ncclDataType_t dat
   if (process == nullptr || scalar == nullptr) return;
   try {
     PreMulSumScalar value;
-    value.width = element_bytes(datatype);
+    value.width = arith::dtype_size(datatype);
     if (residence == ncclScalarHostImmediate && value.width > 0) {
       std::memcpy(&value.bits, scalar, value.width);
     } else {
@@ -556,7 +556,7 @@ TracedCall::TracedCall(const CallShape& shape) noexcept {
     }
 
     const std::uint64_t nranks = communicator->nranks;
-    const std::uint64_t element = element_bytes(shape.datatype);
+    const std::uint64_t element = arith::dtype_size(shape.datatype);  // 0 for an invalid datatype
     const auto bytes_of = [&](const BufferShape& side) -> std::uint64_t {
       const std::uint64_t blocks = side.blocks_of_count == kPerRank ? nranks : side.blocks_of_count;
       if (element == 0 || (shape.count != 0 && blocks > ~std::uint64_t{0} / element / shape.count)) return 0;

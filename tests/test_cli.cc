@@ -17,6 +17,7 @@
 
 #include "records/log_reader.h"
 #include "tests/test_cli_synthetic_run.h"
+#include "tests/test_support.h"
 #include "tests/trace_job_script.h"
 
 namespace {
@@ -24,36 +25,10 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;  // stdout only
-};
+using detnccl::test::CommandResult;
+using detnccl::test::TempDir;
 
-CommandResult run(const std::string& command) {
-  CommandResult result;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> buffer{};
-  size_t n = 0;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
-}
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "detnccl-cli-e2e-XXXXXX").string();
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-  std::string run(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+CommandResult run(const std::string& command) { return detnccl::test::run_command(command); }
 
 // Runs trace_job on n ranks with the shim preloaded, writing DIR/run_name.
 CommandResult traced_job(const TempDir& dir, const std::string& run_name, int nranks, const std::string& arguments,

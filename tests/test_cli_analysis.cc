@@ -14,6 +14,7 @@
 #include "cli/analysis/run_diff.h"
 #include "cli/analysis/run_stats.h"
 #include "tests/test_cli_synthetic_run.h"
+#include "tests/test_support.h"
 
 namespace {
 
@@ -27,19 +28,7 @@ using detnccl::test::SyntheticRunSpec;
 
 using Blocks = std::vector<std::uint64_t>;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "detnccl-cli-XXXXXX").string();
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-  std::string run(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using detnccl::test::TempDir;
 
 class Analysis : public ::testing::Test {
  protected:

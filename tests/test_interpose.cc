@@ -12,24 +12,14 @@
 #include <sstream>
 #include <string>
 
+#include "tests/test_support.h"
+
 namespace {
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
+using detnccl::test::CommandResult;
 
-CommandResult run(const std::string& command) {
-  CommandResult result;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> buffer{};
-  size_t n = 0;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
-}
+// Runs a command; its output holds stdout and stderr together.
+CommandResult run(const std::string& command) { return detnccl::test::run_command(command + " 2>&1"); }
 
 std::string preload(const std::string& command) { return "LD_PRELOAD=" DETNCCL_SHIM_PATH " " + command; }
 
@@ -82,13 +72,12 @@ TEST(Interpose, TransparentOverTheRealNccl) {
 
 // The same with tracing on: the shim's own work never changes NCCL's answers.
 TEST(Interpose, TransparentOverTheRealNcclWithTracingOn) {
-  char dir_template[] = "/tmp/detnccl-interpose-XXXXXX";
-  const std::string dir = mkdtemp(dir_template);
+  const detnccl::test::TempDir temp("detnccl-interpose");
+  const std::string& dir = temp.path();
   const CommandResult direct = run(DETNCCL_PROBE_REAL);
   const CommandResult traced = run("DETNCCL_DIR=" + dir + " DETNCCL_RUN=real " + preload(DETNCCL_PROBE_REAL));
   EXPECT_EQ(traced.exit_code, 0);
   EXPECT_EQ(traced.output, direct.output);
-  run("rm -rf " + dir);
 }
 
 TEST(Interpose, CallsAreRoutedThroughTheShimToTheRealNccl) {

@@ -16,6 +16,7 @@
 
 #include "hash/fingerprint.h"
 #include "records/log_reader.h"
+#include "tests/test_support.h"
 #include "tests/trace_job_script.h"
 
 namespace {
@@ -26,35 +27,11 @@ using detnccl::records::CommunicatorRecord;
 using detnccl::records::LogReader;
 using detnccl::records::LogRecord;
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;
-};
+using detnccl::test::CommandResult;
+using detnccl::test::TempDir;
 
-CommandResult run(const std::string& command) {
-  CommandResult result;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> buffer{};
-  size_t n = 0;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
-}
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "detnccl-trace-XXXXXX").string();
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+// Runs a command; its output holds stdout and stderr together.
+CommandResult run(const std::string& command) { return detnccl::test::run_command(command + " 2>&1"); }
 
 // Runs trace_job on n ranks with the shim preloaded and the given extra environment ("A=1 B=2").
 CommandResult run_traced_job(int nranks, const std::string& environment, const std::string& job_arguments = "") {
