@@ -19,6 +19,7 @@
 #include "collectives/dtype_arith.h"
 #include "hostnccl/comm.h"
 #include "hostnccl/config.h"
+#include "hostnccl/device_staging.h"
 #include "hostnccl/ops.h"
 #include "hostnccl/progress.h"
 #include "hostnccl/unique_id.h"
@@ -77,7 +78,8 @@ ncclResult_t check_buffer(const void* buffer, std::size_t count, const char* whi
 
 // Resolves `op` for `type`: a built-in op, or one of the communicator's PreMulSum ops (whose device-style scalar is
 // read now, at the call).
-ncclResult_t resolve_op(Comm* comm, ncclRedOp_t op, ncclDataType_t type, ReduceSpec* spec, const char* call) {
+ncclResult_t resolve_op(Comm* comm, ncclRedOp_t op, ncclDataType_t type, ReduceSpec* spec, const char* call,
+                        cudaStream_t stream) {
   if (op >= 0 && op < ncclNumOps) {
     *spec = builtin_reduce_spec(op, type);
     return ncclSuccess;
@@ -96,14 +98,21 @@ ncclResult_t resolve_op(Comm* comm, ncclRedOp_t op, ncclDataType_t type, ReduceS
   }
   spec->kind = ReduceSpec::Kind::kPreMulSum;
   spec->scalar_bits = custom.scalar_bits;
-  if (custom.residence == ncclScalarDevice) std::memcpy(&spec->scalar_bits, custom.scalar, dtype_size(type));
+  if (custom.residence == ncclScalarDevice) {
+    // The scalar may live in GPU memory (as NCCL expects of ncclScalarDevice): read in the call's stream order.
+    if (const ncclResult_t r = copy_to_host(&spec->scalar_bits, custom.scalar, dtype_size(type), stream);
+        r != ncclSuccess) {
+      record_group_error(r);
+      return r;
+    }
+  }
   return ncclSuccess;
 }
 
 // Common checks and submission of a collective; `send_needed` / `recv_needed` say whether this rank uses the buffer,
 // and the *_blocks how many per-rank blocks of `count` elements it holds.
 ncclResult_t collective(const char* call, CollArgs args, ncclRedOp_t op, bool reduces, Comm* comm, bool send_needed,
-                        std::size_t send_blocks, bool recv_needed, std::size_t recv_blocks) {
+                        std::size_t send_blocks, bool recv_needed, std::size_t recv_blocks, cudaStream_t stream) {
   if (const ncclResult_t r = check_comm(comm, call); r != ncclSuccess) return r;
   if (const ncclResult_t r = check_type(args.type, call); r != ncclSuccess) return r;
   const std::size_t nranks = static_cast<std::size_t>(comm->nranks);
@@ -119,9 +128,17 @@ ncclResult_t collective(const char* call, CollArgs args, ncclRedOp_t op, bool re
     }
   }
   if (reduces) {
-    if (const ncclResult_t r = resolve_op(comm, op, args.type, &args.spec, call); r != ncclSuccess) return r;
+    if (const ncclResult_t r = resolve_op(comm, op, args.type, &args.spec, call, stream); r != ncclSuccess) return r;
   }
-  return submit(make_coll_op(comm, args));
+  const std::size_t element = dtype_size(args.type);
+  std::unique_ptr<Op> coll;
+  if (const ncclResult_t r = make_staged_coll_op(comm, args, send_needed ? args.count * send_blocks * element : 0,
+                                                 recv_needed ? args.count * recv_blocks * element : 0, stream, &coll);
+      r != ncclSuccess) {
+    record_group_error(r);
+    return r;
+  }
+  return submit(std::move(coll));
 }
 
 ncclResult_t check_config(const ncclConfig_t* config, const char* call) {
@@ -134,6 +151,7 @@ ncclResult_t check_config(const ncclConfig_t* config, const char* call) {
 
 // A new communicator (not yet attached to its segment).
 std::unique_ptr<Comm> new_comm(const IdFields& id, int nranks, int rank, int cuda_device, const Config& config) {
+  refresh_device_driver();  // a job that initialised CUDA before its communicators may pass device buffers
   auto comm = std::make_unique<Comm>();
   comm->rank = rank;
   comm->nranks = nranks;
@@ -394,27 +412,24 @@ ncclResult_t pncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
 
 ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                             ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;  // host buffers: the call completes before it returns
   CollArgs args{CollKind::kAllReduce, sendbuff, recvbuff, count, datatype, {}, 0};
-  return collective("ncclAllReduce", args, op, true, comm, true, 1, true, 1);
+  return collective("ncclAllReduce", args, op, true, comm, true, 1, true, 1, stream);
 }
 
 ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                          int root, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   if (const ncclResult_t r = check_comm(comm, "ncclReduce"); r != ncclSuccess) return r;
   if (const ncclResult_t r = check_rank(root, comm, "root", "ncclReduce"); r != ncclSuccess) return r;
   CollArgs args{CollKind::kReduce, sendbuff, recvbuff, count, datatype, {}, root};
-  return collective("ncclReduce", args, op, true, comm, true, 1, comm->rank == root, 1);
+  return collective("ncclReduce", args, op, true, comm, true, 1, comm->rank == root, 1, stream);
 }
 
 ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                             ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   if (const ncclResult_t r = check_comm(comm, "ncclBroadcast"); r != ncclSuccess) return r;
   if (const ncclResult_t r = check_rank(root, comm, "root", "ncclBroadcast"); r != ncclSuccess) return r;
   CollArgs args{CollKind::kBroadcast, sendbuff, recvbuff, count, datatype, {}, root};
-  return collective("ncclBroadcast", args, ncclSum, false, comm, comm->rank == root, 1, true, 1);
+  return collective("ncclBroadcast", args, ncclSum, false, comm, comm->rank == root, 1, true, 1, stream);
 }
 
 ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
@@ -424,51 +439,48 @@ ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int r
 
 ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                             ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   if (const ncclResult_t r = check_comm(comm, "ncclAllGather"); r != ncclSuccess) return r;
   CollArgs args{CollKind::kAllGather, sendbuff, recvbuff, sendcount, datatype, {}, 0};
-  return collective("ncclAllGather", args, ncclSum, false, comm, true, 1, true, static_cast<std::size_t>(comm->nranks));
+  return collective("ncclAllGather", args, ncclSum, false, comm, true, 1, true, static_cast<std::size_t>(comm->nranks),
+                    stream);
 }
 
 ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
                                 ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   if (const ncclResult_t r = check_comm(comm, "ncclReduceScatter"); r != ncclSuccess) return r;
   CollArgs args{CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, {}, 0};
-  return collective("ncclReduceScatter", args, op, true, comm, true, static_cast<std::size_t>(comm->nranks), true, 1);
+  return collective("ncclReduceScatter", args, op, true, comm, true, static_cast<std::size_t>(comm->nranks), true, 1,
+                    stream);
 }
 
 ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
                            cudaStream_t stream) {
-  (void)stream;
   if (const ncclResult_t r = check_comm(comm, "ncclAlltoAll"); r != ncclSuccess) return r;
   const auto n = static_cast<std::size_t>(comm->nranks);
   CollArgs args{CollKind::kAlltoAll, sendbuff, recvbuff, count, datatype, {}, 0};
-  return collective("ncclAlltoAll", args, ncclSum, false, comm, true, n, true, n);
+  return collective("ncclAlltoAll", args, ncclSum, false, comm, true, n, true, n, stream);
 }
 
 ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                          ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   if (const ncclResult_t r = check_comm(comm, "ncclGather"); r != ncclSuccess) return r;
   if (const ncclResult_t r = check_rank(root, comm, "root", "ncclGather"); r != ncclSuccess) return r;
   CollArgs args{CollKind::kGather, sendbuff, recvbuff, count, datatype, {}, root};
   return collective("ncclGather", args, ncclSum, false, comm, true, 1, comm->rank == root,
-                    static_cast<std::size_t>(comm->nranks));
+                    static_cast<std::size_t>(comm->nranks), stream);
 }
 
 ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                           ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   if (const ncclResult_t r = check_comm(comm, "ncclScatter"); r != ncclSuccess) return r;
   if (const ncclResult_t r = check_rank(root, comm, "root", "ncclScatter"); r != ncclSuccess) return r;
   CollArgs args{CollKind::kScatter, sendbuff, recvbuff, count, datatype, {}, root};
   return collective("ncclScatter", args, ncclSum, false, comm, comm->rank == root,
-                    static_cast<std::size_t>(comm->nranks), true, 1);
+                    static_cast<std::size_t>(comm->nranks), true, 1, stream);
 }
 
 static ncclResult_t point_to_point(bool sending, void* buffer, size_t count, ncclDataType_t datatype, int peer,
-                                   ncclComm_t comm) {
+                                   ncclComm_t comm, cudaStream_t stream) {
   const char* call = sending ? "ncclSend" : "ncclRecv";
   if (const ncclResult_t r = check_comm(comm, call); r != ncclSuccess) return r;
   if (const ncclResult_t r = check_type(datatype, call); r != ncclSuccess) return r;
@@ -479,19 +491,24 @@ static ncclResult_t point_to_point(bool sending, void* buffer, size_t count, ncc
   }
   if (count == 0) return ncclSuccess;  // nothing moves, and NCCL does not pair empty messages either
   const std::size_t bytes = count * dtype_size(datatype);
-  return submit(sending ? make_send_op(comm, buffer, bytes, peer) : make_recv_op(comm, buffer, bytes, peer));
+  std::unique_ptr<Op> op;
+  const ncclResult_t staged = sending ? make_staged_send_op(comm, buffer, bytes, peer, stream, &op)
+                                      : make_staged_recv_op(comm, buffer, bytes, peer, stream, &op);
+  if (staged != ncclSuccess) {
+    record_group_error(staged);
+    return staged;
+  }
+  return submit(std::move(op));
 }
 
 ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                        cudaStream_t stream) {
-  (void)stream;
-  return point_to_point(true, const_cast<void*>(sendbuff), count, datatype, peer, comm);
+  return point_to_point(true, const_cast<void*>(sendbuff), count, datatype, peer, comm, stream);
 }
 
 ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                        cudaStream_t stream) {
-  (void)stream;
-  return point_to_point(false, recvbuff, count, datatype, peer, comm);
+  return point_to_point(false, recvbuff, count, datatype, peer, comm, stream);
 }
 
 ncclResult_t pncclGroupStart() { return group_start(); }

@@ -1,60 +1,304 @@
 #!/usr/bin/env bash
-# The GPU checks, one entry point: builds bench/gpu standalone and runs each check part, printing its table and
-# saving it under $OUT (or build/gpu-checks/results). Later checks are new functions added to PARTS below.
+# The GPU validation, one entry point (docs/gpu-validation.md): runs every part, prints one summary table
+# (check | result | figure) and writes it, with each part's full output, under $OUT (or build/gpu-checks/results).
 #
-#   bench/gpu/run.sh             build, then run every part on the GPU
-#   bench/gpu/run.sh --dry-run   build, then run every part without launching kernels (works without a GPU)
+#   bench/gpu/run.sh --prebuilt DIR      the device machine: binaries carried from here (bench/gpu/prepare.sh)
+#   bench/gpu/run.sh                     build the CUDA check programs standalone with nvcc; the parts that need the
+#                                        shim, the CLI or hostnccl are skipped (they need Debian packages to build)
+#   bench/gpu/run.sh --build-dir DIR     binaries of a main build tree (CUDA ON)
+#   ... --dry-run                        no GPU: every part's CPU side (ctest gpu_run_dry_run)
+#   ... --parts a,b                      only these parts (default: all)
 #
-# Needs CUDA (nvcc), cmake >= 3.25 and ninja; nothing from the network and no Debian development packages.
-set -euo pipefail
+# Exit status 0 when every required check passed or was skipped, 1 otherwise (the optional part never fails it).
+set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "${here}/../.." && pwd)"
-build="${DETNCCL_GPU_BUILD_DIR:-${root}/build/gpu-checks}"
-out="${OUT:-${build}/results}"
 cuda_root="${CUDA_HOME:-/usr/local/cuda}"
+dry_run=0
+prebuilt=""
+build_dir=""
+parts_wanted=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dry-run) dry_run=1 ;;
+    --prebuilt) prebuilt="$(cd "$2" && pwd)" || exit 2; shift ;;
+    --build-dir) build_dir="$(cd "$2" && pwd)" || exit 2; shift ;;
+    --parts) parts_wanted="$2"; shift ;;
+    *) echo "unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+standalone="${DETNCCL_GPU_BUILD_DIR:-${root}/build/gpu-checks}"
+out="${OUT:-${standalone}/results}"
 mkdir -p "${out}"
 stamp="$(date -u +%Y-%m-%dT%H%MZ)"
+work="$(mktemp -d "${TMPDIR:-/tmp}/detnccl-gpu.XXXXXX")"
+trap 'rm -rf "${work}"' EXIT
+summary="${out}/gpu_summary_${stamp}.txt"
 
-PARTS=(fingerprint shim)
+# Every part in order, with its time budget in seconds (the whole script must stay under 8 minutes on the device;
+# the budgets add up to 460 s and the parts usually take a fraction of theirs).
+PARTS=(fingerprint deterministic shim nccl ranks pytorch two_ranks_real_nccl)
+declare -A BUDGET=([fingerprint]=60 [deterministic]=60 [shim]=60 [nccl]=90 [ranks]=60 [pytorch]=90
+                   [two_ranks_real_nccl]=40)
 
 log() { printf '== %s\n' "$*"; }
 
-build_checks() {
-  local nvcc="${cuda_root}/bin/nvcc"
+# One summary row. A failed row of a required part fails the script.
+row() {  # check result figure
+  printf '%-58s | %-13s | %s\n' "$1" "$2" "$3" >>"${summary}"
+}
+
+# --- where the binaries are ------------------------------------------------------------------------------------
+if [ -n "${prebuilt}" ]; then
+  bin="${prebuilt}/bin"; shim="${prebuilt}/lib/libdetnccl.so"; cli="${prebuilt}/bin/detnccl"
+  hostnccl_dir="${prebuilt}/hostnccl"; extra_libs="${prebuilt}/lib"
+  check_bin() { echo "${bin}/$1"; }
+elif [ -n "${build_dir}" ]; then
+  shim="${build_dir}/lib/libdetnccl.so"; cli="${build_dir}/cli/detnccl"
+  hostnccl_dir="${build_dir}/hostnccl/lib"; extra_libs=""
+  check_bin() { echo "${build_dir}/bench/$1"; }
+else
+  shim=""; cli=""; hostnccl_dir=""; extra_libs=""
+  check_bin() { echo "${standalone}/$1"; }
+  nvcc="${cuda_root}/bin/nvcc"
   command -v nvcc >/dev/null 2>&1 && nvcc="$(command -v nvcc)"
-  log "configure + build (${build})"
-  cmake -S "${here}" -B "${build}" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="${nvcc}" >/dev/null
-  cmake --build "${build}" -j "$(nproc)"
+  log "configure + build the standalone checks (${standalone})"
+  cmake -S "${here}" -B "${standalone}" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="${nvcc}" >/dev/null &&
+    cmake --build "${standalone}" -j "$(nproc)" || { echo "standalone build failed" >&2; exit 1; }
+fi
+have_shim() { [ -n "${shim}" ] && [ -f "${shim}" ] && [ -x "${cli}" ] && [ -x "$(check_bin gpu_traced_job)" ]; }
+memory=device; [ "${dry_run}" -eq 1 ] && memory=host
+
+# The NCCL that PyTorch brings (the device machine has no other): its directory, or empty.
+real_nccl_dir() {
+  python3 - <<'EOF' 2>/dev/null
+import glob, os
+dirs = []
+try:
+    import nvidia.nccl
+    dirs += [os.path.join(p, "lib") for p in nvidia.nccl.__path__]
+except Exception:
+    pass
+try:
+    import torch
+    dirs.append(os.path.join(os.path.dirname(torch.__file__), "lib"))
+except Exception:
+    pass
+for d in dirs:
+    if glob.glob(os.path.join(d, "libnccl.so*")):
+        print(d)
+        break
+EOF
+}
+
+# Runs the traced job with NCCL from $1 (a directory) under the shim: job_env DIR [VAR=value...] -- job args.
+with_nccl() {
+  local nccl_dir="$1"; shift
+  local vars=()
+  while [ "$1" != "--" ]; do vars+=("$1"); shift; done
+  shift
+  env LD_LIBRARY_PATH="${nccl_dir}${extra_libs:+:${extra_libs}}${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}" "${vars[@]}" "$@"
 }
 
 describe_machine() {
   echo "date: ${stamp}"
   echo "host: $(uname -srm), $(nproc) CPUs"
   echo "commit: $(git -C "${root}" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "mode: $([ "${dry_run}" -eq 1 ] && echo dry-run || echo gpu); binaries: ${prebuilt:-${build_dir:-standalone}}"
   if command -v nvidia-smi >/dev/null 2>&1; then
-    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader || true
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || true
   fi
   "${cuda_root}/bin/nvcc" --version 2>/dev/null | tail -1 || true
 }
 
-part_fingerprint() {
-  "${build}/gpu_fingerprint_check" "$@"
+# --- parts 1, 2 and the shim's device fingerprints: the check programs print their own table ---------------------
+run_check_program() {  # part program
+  local program; program="$(check_bin "$2")"
+  if [ ! -x "${program}" ]; then row "$1" "skip" "not built (${program})"; return; fi
+  local args=(); [ "${dry_run}" -eq 1 ] && args=(--dry-run)
+  "${program}" "${args[@]}" 2>&1 | tee "${work}/$2.txt"
+  local status=${PIPESTATUS[0]}
+  # The program's own table is in the part's file; its last line is the verdict or the count of cases.
+  local last; last="$(grep -v '^[[:space:]]*$' "${work}/$2.txt" | tail -1 | cut -c1-60)"
+  if [ "${status}" -eq 0 ]; then
+    row "$1" "ok" "${last} (table in $(basename "${part_file}"))"
+  else
+    row "$1" "FAIL" "exit ${status}: $(grep -c '| FAIL' "${work}/$2.txt") failed rows (see $(basename "${part_file}"))"
+  fi
+}
+part_fingerprint() { run_check_program "GPU fingerprints = CPU; throughput vs D2D copy" gpu_fingerprint_check; }
+part_deterministic() { run_check_program "reduce kernels = CPU arithmetic; throughput" bench_deterministic_gpu; }
+part_shim() { run_check_program "shim device fingerprints (tickets, capture)" gpu_shim_check; }
+
+# --- part 3: the shim over the real NCCL, one rank --------------------------------------------------------------
+part_nccl() {
+  if ! have_shim; then row "nccl: shim over real NCCL" "skip" "needs --prebuilt or --build-dir"; return; fi
+  local nccl_dir job; job="$(check_bin gpu_traced_job)"
+  if [ "${dry_run}" -eq 1 ]; then nccl_dir="${hostnccl_dir}"; else nccl_dir="$(real_nccl_dir)"; fi
+  if [ -z "${nccl_dir}" ]; then row "nccl: shim over real NCCL" "FAIL" "no libnccl.so.2 (PyTorch's) found"; return; fi
+  echo "NCCL from ${nccl_dir}"
+  local traces="${work}/traces"
+  local label="every call, grouped, in place: records = CPU fingerprints"
+  if with_nccl "${nccl_dir}" LD_PRELOAD="${shim}" DETNCCL_DIR="${traces}" DETNCCL_RUN=calls -- \
+      "${job}" calls --memory "${memory}" --expect "${work}/calls.expect" &&
+     "${cli}" dump "${traces}/calls" --format jsonl >"${work}/calls.jsonl"; then
+    local figure; figure="$(python3 "${here}/records.py" fingerprints "${work}/calls.expect" "${work}/calls.jsonl")"
+    if [ $? -eq 0 ]; then row "nccl: ${label}" "ok" "${figure}"; else row "nccl: ${label}" "FAIL" "${figure}"; fi
+  else
+    row "nccl: ${label}" "FAIL" "the traced job or the dump failed (see the part's file)"
+  fi
+
+  if [ "${dry_run}" -eq 1 ]; then
+    row "nccl: CUDA graph, traced AllReduce" "skip" "dry run (needs a GPU)"
+    row "nccl: CUDA graph, deterministic AllReduce" "skip" "dry run (needs a GPU)"
+  else
+    local mode
+    for mode in traced deterministic; do
+      local det=0; [ "${mode}" = deterministic ] && det=1
+      if with_nccl "${nccl_dir}" LD_PRELOAD="${shim}" DETNCCL_DIR="${traces}" DETNCCL_RUN="graph-${mode}" \
+          DETNCCL_DETERMINISTIC="${det}" -- "${job}" graph --memory device &&
+         "${cli}" dump "${traces}/graph-${mode}" --format jsonl >"${work}/graph-${mode}.jsonl"; then
+        row "nccl: CUDA graph, ${mode} AllReduce: captured, 3 replays" "ok" \
+          "$(python3 "${here}/records.py" flag "${work}/graph-${mode}.jsonl" 64)"
+      else
+        row "nccl: CUDA graph, ${mode} AllReduce: captured, 3 replays" "FAIL" "see the part's file"
+      fi
+    done
+  fi
+
+  # The added cost of tracing: the same AllReduce loop without the shim, then traced (hash), in this run.
+  local bytes=268435456 iterations=20
+  [ "${dry_run}" -eq 1 ] && bytes=4194304 iterations=3
+  local base traced
+  base="$(with_nccl "${nccl_dir}" -- "${job}" time --memory "${memory}" --bytes "${bytes}" --iterations "${iterations}" |
+    awk '/^seconds_per_call/ {print $2}')"
+  traced="$(with_nccl "${nccl_dir}" LD_PRELOAD="${shim}" DETNCCL_DIR="${traces}" DETNCCL_RUN=cost -- \
+    "${job}" time --memory "${memory}" --bytes "${bytes}" --iterations "${iterations}" | awk '/^seconds_per_call/ {print $2}')"
+  if [ -n "${base}" ] && [ -n "${traced}" ]; then
+    row "nccl: tracing cost, AllReduce $((bytes >> 20)) MiB" "info" \
+      "$(awk -v b="${base}" -v t="${traced}" 'BEGIN {printf "traced/untraced %.2fx (%.3f ms vs %.3f ms)", t / b, t * 1e3, b * 1e3}')"
+  else
+    row "nccl: tracing cost, AllReduce $((bytes >> 20)) MiB" "FAIL" "a timing run failed"
+  fi
 }
 
-# The shim's device fingerprints: tickets vs the CPU reference, stream order, stream capture (bench/gpu/shim_check.cu).
-part_shim() {
-  "${build}/gpu_shim_check" "$@"
+# --- part 4: 4 ranks on one GPU through hostnccl (device buffers staged), deterministic ----------------------------
+ranks_job() {  # nccl_dir run_name memory nranks prefix [extra job args] -- [extra env]
+  local nccl_dir="$1" run="$2" mem="$3" n="$4" prefix="$5"; shift 5
+  local args=() vars=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do args+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  vars=("$@")
+  with_nccl "${nccl_dir}" LD_PRELOAD="${shim}" DETNCCL_DIR="${work}/traces" DETNCCL_RUN="${run}" \
+    DETNCCL_DETERMINISTIC=1 HOSTNCCL_TIMEOUT_S=60 "${vars[@]}" -- \
+    "$(check_bin gpu_traced_job)" ranks --ranks "${n}" --memory "${mem}" --out "${prefix}" "${args[@]}"
+}
+same_outputs() {  # prefix_a prefix_b nranks
+  local r
+  for ((r = 0; r < $3; r++)); do cmp -s "$1.rank-${r}" "$2.rank-${r}" || return 1; done
+}
+part_ranks() {
+  if ! have_shim; then row "ranks: 4 ranks on one GPU via hostnccl" "skip" "needs --prebuilt or --build-dir"; return; fi
+  local label="ranks: 4 ranks, deterministic, ${memory} buffers = host buffers"
+  if ranks_job "${hostnccl_dir}" ranks-host host 4 "${work}/host" &&
+     ranks_job "${hostnccl_dir}" "ranks-${memory}" "${memory}" 4 "${work}/${memory}-4"; then
+    if same_outputs "${work}/host" "${work}/${memory}-4" 4; then
+      row "${label}" "ok" "7 reductions x 4 ranks bitwise equal ($(du -cb "${work}"/host.rank-* | tail -1 | cut -f1) bytes)"
+    else
+      row "${label}" "FAIL" "outputs differ"
+    fi
+    if "${cli}" diff "${work}/traces/ranks-host" "${work}/traces/ranks-${memory}" >"${work}/ranks-diff.txt" 2>&1; then
+      row "ranks: detnccl diff of the two runs (fingerprints)" "ok" "identical"
+    else
+      row "ranks: detnccl diff of the two runs (fingerprints)" "FAIL" "$(head -3 "${work}/ranks-diff.txt" | tr '\n' ' ')"
+    fi
+  else
+    row "${label}" "FAIL" "a rank failed (see the part's file)"
+  fi
 }
 
-build_checks
-status=0
+# --- part 5: PyTorch DDP, world size 1, under LD_PRELOAD, twice ---------------------------------------------------
+part_pytorch() {
+  local script="${root}/examples/pytorch/train_ddp.py"
+  if [ "${dry_run}" -eq 1 ]; then
+    if python3 -m py_compile "${script}" "${root}/interpose/python/detnccl_step.py" 2>&1; then
+      row "pytorch: train_ddp.py and detnccl_step.py compile" "ok" "dry run: not started (needs a GPU and PyTorch)"
+    else
+      row "pytorch: train_ddp.py and detnccl_step.py compile" "FAIL" "syntax error"
+    fi
+    return
+  fi
+  if ! have_shim; then row "pytorch: DDP world size 1, traced twice" "skip" "needs --prebuilt or --build-dir"; return; fi
+  local steps=20 run
+  for run in a b; do
+    env LD_PRELOAD="${shim}" DETNCCL_DIR="${work}/traces" DETNCCL_RUN="torch-${run}" \
+      LD_LIBRARY_PATH="${extra_libs}${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}" \
+      RANK=0 LOCAL_RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29500 + RANDOM % 1000)) \
+      python3 "${script}" --steps "${steps}" --checkpoint-dir "${work}/checkpoints" ||
+      { row "pytorch: DDP world size 1, traced run ${run}" "FAIL" "the job failed (see the part's file)"; return; }
+  done
+  if "${cli}" diff "${work}/traces/torch-a" "${work}/traces/torch-b" >"${work}/torch-diff.txt" 2>&1; then
+    row "pytorch: detnccl diff of two traced DDP runs" "ok" "identical ($(tail -1 "${work}/torch-diff.txt"))"
+  else
+    row "pytorch: detnccl diff of two traced DDP runs" "FAIL" "$(head -3 "${work}/torch-diff.txt" | tr '\n' ' ')"
+  fi
+  "${cli}" dump "${work}/traces/torch-a" --format jsonl >"${work}/torch-a.jsonl"
+  local figure; figure="$(python3 "${here}/records.py" steps "${work}/torch-a.jsonl" "${steps}")"
+  if [ $? -eq 0 ]; then row "pytorch: records stamped by detnccl_step" "ok" "${figure}"; else row "pytorch: records stamped by detnccl_step" "FAIL" "${figure}"; fi
+}
+
+# --- optional: 2 ranks of the real NCCL on one GPU (a host id each, sockets over loopback) -----------------------
+part_two_ranks_real_nccl() {
+  local label="OPTIONAL: 2 ranks real NCCL, deterministic = hostnccl host"
+  if ! have_shim; then row "${label}" "skip" "needs --prebuilt or --build-dir"; return; fi
+  local nccl_dir mem=device
+  if [ "${dry_run}" -eq 1 ]; then nccl_dir="${hostnccl_dir}"; mem=host; else nccl_dir="$(real_nccl_dir)"; fi
+  if ranks_job "${hostnccl_dir}" two-host host 2 "${work}/two-host" &&
+     ranks_job "${nccl_dir}" two-real "${mem}" 2 "${work}/two-real" --distinct-hosts -- NCCL_P2P_DISABLE=1 \
+       NCCL_SHM_DISABLE=1 NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo; then
+    if same_outputs "${work}/two-host" "${work}/two-real" 2; then
+      row "${label}" "ok" "bitwise equal"
+    else
+      row "${label}" "FAIL (opt.)" "outputs differ"
+    fi
+  else
+    row "${label}" "FAIL (opt.)" "a rank failed (see the part's file)"
+  fi
+}
+
+# --- the run -------------------------------------------------------------------------------------------------------
+{ describe_machine; echo; printf '%-58s | %-13s | %s\n' check result figure; } >"${summary}"
+# Each part runs under timeout(1) in its own bash: the budget ends the part's whole process group (the job's ranks
+# included), and the rows it wrote so far stay in the summary.
+export -f $(declare -F | awk '{print $3}')
+export here root cuda_root dry_run prebuilt build_dir standalone out stamp work summary shim cli hostnccl_dir \
+  extra_libs memory bin
 for part in "${PARTS[@]}"; do
-  file="${out}/gpu_${part}_${stamp}.txt"
-  log "part ${part} -> ${file}"
-  { describe_machine; echo; "part_${part}" "$@"; } 2>&1 | tee "${file}" || status=1
-  # tee hides the check's status: read it from the table's last line.
-  tail -1 "${file}" | grep -q '^PASS' || status=1
+  if [ -n "${parts_wanted}" ] && [[ ",${parts_wanted}," != *",${part},"* ]]; then continue; fi
+  part_file="${out}/gpu_${part}_${stamp}.txt"
+  log "part ${part} (budget ${BUDGET[${part}]} s) -> ${part_file}"
+  rows_before="$(wc -l <"${summary}")"
+  started=${SECONDS}
+  { describe_machine; echo; } >"${part_file}"
+  part_file="${part_file}" timeout --kill-after=5 "${BUDGET[${part}]}" bash -c "part_${part}" 2>&1 | tee -a "${part_file}"
+  part_status=${PIPESTATUS[0]}
+  echo "part status ${part_status}, $((SECONDS - started)) s" | tee -a "${part_file}"
+  if [ "${part_status}" -eq 124 ] || [ "${part_status}" -eq 137 ]; then
+    optional=0; [ "${part}" = two_ranks_real_nccl ] && optional=1
+    row "${part}: ran out of its ${BUDGET[${part}]} s budget" "FAIL$([ "${optional}" -eq 1 ] && echo ' (opt.)')" \
+      "rows above are what finished"
+  elif [ "$(wc -l <"${summary}")" -eq "${rows_before}" ]; then
+    row "${part}: ended without a result" "FAIL" "status ${part_status} (see $(basename "${part_file}"))"
+  fi
 done
-log "done: $([ "${status}" -eq 0 ] && echo PASS || echo FAIL)"
-exit "${status}"
+
+echo
+cat "${summary}"
+# Required rows say exactly "FAIL"; the optional part's failures say "FAIL (opt.)".
+if grep -Eq '\| FAIL +\|' "${summary}"; then verdict=FAIL; else verdict=PASS; fi
+echo "${verdict}" | tee -a "${summary}"
+log "summary: ${summary}"
+[ "${verdict}" = PASS ]
