@@ -228,9 +228,8 @@ void create_writer(Process& process, const Communicator& first, bool id_is_share
   process.global_rank = header.rank;
   set_log_rank(header.rank);
   records::WriterOptions options;
-  options.on_stop = [](std::string_view message) {
-    log_warning(std::string("tracing stopped: ") + std::string(message) + " (the log is marked truncated)");
-  };
+  // The writer's message already says that tracing stopped and that the log is marked truncated.
+  options.on_stop = [](std::string_view message) { log_warning(message); };
   records::CreatedWriter created = records::RecordWriter::create(
       {process.config.dir, header.run, records::rank_log_file_name(header.rank)}, header, std::move(options));
   if (!created.writer) {

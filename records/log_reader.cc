@@ -24,6 +24,15 @@ T load(const std::byte* at) noexcept {
 
 std::string at_offset(std::uint64_t offset) { return "at offset " + std::to_string(offset); }
 
+// RATIONALE: consumed pages of a mapped log are released in steps of this many bytes: large enough that the madvise
+// calls cost nothing next to reading the records, small enough that a thousand open readers stay within a few GiB.
+constexpr std::uint64_t kReleaseStepBytes = 4u << 20;
+
+std::uint64_t page_size() noexcept {
+  const long size = sysconf(_SC_PAGESIZE);
+  return size > 0 ? static_cast<std::uint64_t>(size) : 4096;
+}
+
 }  // namespace
 
 OpenedLog LogReader::open_file(const std::string& path) noexcept {
@@ -163,6 +172,14 @@ std::uint64_t LogReader::end_of_data(std::uint64_t offset) const noexcept {
   return end;
 }
 
+void LogReader::release_pages_before(std::uint64_t offset) noexcept {
+  if (mapping_ == nullptr || offset < released_ + kReleaseStepBytes) return;
+  const std::uint64_t end = offset / page_size() * page_size();
+  // The mapping is private and never written, so MADV_DONTNEED only drops clean copies of file pages: touching one
+  // again reads it back from the file. Failure is harmless (the pages just stay resident).
+  if (madvise(static_cast<std::byte*>(mapping_) + released_, end - released_, MADV_DONTNEED) == 0) released_ = end;
+}
+
 bool LogReader::zeros_from(std::uint64_t offset) const noexcept {
   return std::all_of(data_ + offset, data_ + size_, [](std::byte b) { return b == std::byte{0}; });
 }
@@ -171,6 +188,7 @@ bool LogReader::next(LogRecord& record) noexcept {
   try {
     while (end_.kind == LogEndKind::kNotReached) {
       const std::uint64_t at = position_;
+      release_pages_before(at);
       const std::uint64_t left = size_ - at;
       const auto records = [this] { return std::to_string(records_read_ + unknown_skipped_); };
       if (left == 0 || (left < sizeof(RecordFrame) && zeros_from(at))) {

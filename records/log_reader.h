@@ -8,6 +8,11 @@
 // Hostile input is expected (the reader is fuzzed): every length is checked against the bytes present and capped,
 // each step advances by at least one record frame, and nothing throws. A reader parses from a file or from a byte
 // span; it keeps its own 8-byte aligned view of the bytes, and decoded spans and strings point into it.
+//
+// A file is read through a read-only mapping, and the pages behind the cursor are handed back to the kernel as the
+// reader moves on (a few MiB at a time), so streaming a log costs bounded memory however long it is: `detnccl
+// check` holds a reader per rank, a thousand ranks at once. Spans of records read earlier stay valid: a page
+// touched again is read back from the file.
 #ifndef DETNCCL_RECORDS_LOG_READER_H
 #define DETNCCL_RECORDS_LOG_READER_H
 
@@ -95,10 +100,13 @@ class LogReader {
   bool zeros_from(std::uint64_t offset) const noexcept;
   // The offset just past the last non-zero byte at or after offset (offset itself when all are zero).
   std::uint64_t end_of_data(std::uint64_t offset) const noexcept;
+  // Gives the mapped pages wholly before offset back to the kernel, once enough have been consumed.
+  void release_pages_before(std::uint64_t offset) noexcept;
 
   const std::byte* data_ = nullptr;
   std::uint64_t size_ = 0;
   void* mapping_ = nullptr;          // when reading a file
+  std::uint64_t released_ = 0;       // mapped bytes before this offset were given back (a multiple of the page size)
   std::vector<std::uint64_t> copy_;  // when reading bytes: aligned storage
   LogHeader header_;
   std::uint64_t position_ = 0;

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,6 +22,9 @@ namespace {
 // when the disk is full.
 constexpr std::uint64_t kMarkerReserve = 512;
 constexpr std::size_t kMaxStopTextBytes = kMarkerReserve - sizeof(RecordFrame) - sizeof(TruncationFields) - 8;
+// RATIONALE: the pages of published records are handed back to the kernel (they stay in the page cache and are
+// written out as usual) every this many bytes, so the job's resident memory does not grow with its log.
+constexpr std::uint64_t kReleaseStepBytes = 4u << 20;
 
 std::uint64_t page_size() noexcept {
   const long size = sysconf(_SC_PAGESIZE);
@@ -29,6 +33,15 @@ std::uint64_t page_size() noexcept {
 
 std::uint64_t round_up(std::uint64_t value, std::uint64_t multiple) noexcept {
   return (value + multiple - 1) / multiple * multiple;
+}
+
+// The largest size this process may give a file (RLIMIT_FSIZE), or UINT64_MAX.
+// RATIONALE: asking the kernel for more raises SIGXFSZ, whose default action kills the job; the writer must never
+// ask, and treats the limit as EFBIG instead.
+std::uint64_t file_size_limit() noexcept {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_FSIZE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return UINT64_MAX;
+  return limit.rlim_cur;
 }
 
 std::uint64_t wall_clock_ns() noexcept {
@@ -180,7 +193,14 @@ bool RecordWriter::write_header(const LogHeader& header) noexcept {
   bytes = round_up(bytes, 8) + 8;
 
   const std::uint64_t page = page_size();
-  const std::uint64_t capacity = round_up(std::max(options_.initial_bytes, bytes + kMarkerReserve), page);
+  const std::uint64_t limit = file_size_limit();
+  if (round_up(bytes + kMarkerReserve, page) > limit) {
+    stop_reason_ = "the header alone exceeds the file size limit (RLIMIT_FSIZE): " + error_text(EFBIG);
+    stopped_ = true;
+    return false;
+  }
+  const std::uint64_t capacity =
+      std::min(round_up(std::max(options_.initial_bytes, bytes + kMarkerReserve), page), limit / page * page);
   if (const int error = posix_fallocate(fd_, 0, static_cast<off_t>(capacity)); error != 0) {
     stop_reason_ = "cannot reserve " + std::to_string(capacity) + " bytes: " + error_text(error);
     stopped_ = true;
@@ -245,6 +265,15 @@ void RecordWriter::put_record(RecordType type, const void* fixed, std::size_t fi
   // that sees it sees the whole record; before it, the slot reads as the end of the log.
   std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(record)).store(length, std::memory_order_release);
   used_ += length;
+  if (used_ - released_ >= kReleaseStepBytes) release_written_pages();
+}
+
+void RecordWriter::release_written_pages() noexcept {
+  const std::uint64_t page = page_size();
+  const std::uint64_t end = used_ / page * page;
+  // A shared file mapping: MADV_DONTNEED only unmaps the pages from this process; their contents (dirty ones
+  // included) stay in the page cache and reach the file as usual. Failure is harmless: the pages stay resident.
+  if (end > released_ && madvise(map_ + released_, end - released_, MADV_DONTNEED) == 0) released_ = end;
 }
 
 bool RecordWriter::reserve(std::uint64_t length) noexcept {
@@ -258,8 +287,11 @@ bool RecordWriter::reserve(std::uint64_t length) noexcept {
 
 int RecordWriter::grow(std::uint64_t needed) noexcept {
   const std::uint64_t page = page_size();
+  const std::uint64_t limit = file_size_limit();
+  if (round_up(needed, page) > limit) return EFBIG;
   std::uint64_t target = capacity_;
   while (target < needed) target += std::clamp(target, page, std::max(options_.max_growth_bytes, page));
+  target = std::min(target, limit / page * page);
   int error = posix_fallocate(fd_, static_cast<off_t>(capacity_), static_cast<off_t>(target - capacity_));
   if (error != 0) {
     // Fall back to the space this record needs: a nearly full disk still takes what fits.

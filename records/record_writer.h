@@ -3,7 +3,8 @@
 // The log is a memory-mapped file grown in chunks whose space is reserved with posix_fallocate before any page is
 // touched (so a full disk is an error code, never a SIGBUS). Each record is written, then its length is published
 // last, so a crash or kill -9 leaves every complete record readable and nothing half-written that looks valid.
-// Appends take a mutex and make no allocation and no system call except when the file grows.
+// Appends take a mutex and make no allocation and no system call except when the file grows or, every few MiB,
+// when the pages of published records are handed back to the kernel (so resident memory does not grow with the log).
 //
 // Failures never reach the caller as exceptions or signals: when the file cannot grow (disk full, quota, file size
 // limit, I/O error) the writer puts a truncation marker in space it kept for it, stops appending, and reports once
@@ -123,6 +124,8 @@ class RecordWriter {
   int grow(std::uint64_t needed) noexcept;
   // Writes the truncation marker, records the reason and marks the writer stopped. Caller holds mutex_.
   void stop_with_error(int error_number, std::string_view what) noexcept;
+  // Gives the pages of published records back to the kernel (see kReleaseStepBytes). Caller holds mutex_.
+  void release_written_pages() noexcept;
   // Calls on_stop once, outside the lock.
   void report_stop() noexcept;
   bool write_header(const LogHeader& header) noexcept;
@@ -136,6 +139,7 @@ class RecordWriter {
   std::byte* map_ = nullptr;
   std::uint64_t capacity_ = 0;  // bytes reserved in the file and mapped
   std::uint64_t used_ = 0;      // bytes of header and published records
+  std::uint64_t released_ = 0;  // mapped pages before this offset were given back to the kernel
   std::uint64_t records_ = 0;
   std::string path_;
   std::string stop_reason_;

@@ -347,6 +347,8 @@ class Classifier {
       const RankDiff& rank = ranks_[i];
       if (rank.divergent_capped) capped_ranks_.push_back(rank.rank);
       for (const auto& [id, comm_rank] : rank.memberships) global_rank_[{id, comm_rank}] = rank.rank;
+      for (const auto& [id, comm_rank] : rank.memberships_b) global_rank_b_[{id, comm_rank}] = rank.rank;
+      if (rank.first && rank.first->kind == DivergenceKind::kMissing) stopped_.push_back(&rank);
       for (const DivergentCallBrief& brief : rank.divergent) {
         if (!brief.input_differs) continue;
         if (brief.op == OpId::kSend) {
@@ -369,6 +371,7 @@ class Classifier {
       case DivergenceKind::kConfig:
         return;
       case DivergenceKind::kMetadata:
+        if (failed_because_a_member_stopped(rank, call)) return;
         call.role = DivergenceRole::kOrigin;
         call.cause = "the two runs made different calls here on " + where + ": the control flow diverged";
         return;
@@ -437,6 +440,46 @@ class Classifier {
   }
 
  private:
+  // A call that succeeded in one run and failed in the other, nothing else different, while another member of its
+  // communicator stopped (its log ends) by then in the failing run: the failure is the consequence of that rank
+  // dying, not a divergence of its own. Marks the call a receiver of that stop and returns true.
+  bool failed_because_a_member_stopped(const RankDiff& rank, CallDivergence& call) const {
+    if (call.metadata_differences.size() != 1 || !call.metadata_differences.front().starts_with("result ")) {
+      return false;
+    }
+    const bool failed_in_b = call.a.fields.result == 0 && call.b.fields.result != 0;
+    const bool failed_in_a = call.b.fields.result == 0 && call.a.fields.result != 0;
+    if (!failed_in_a && !failed_in_b) return false;
+    // Communicator ids are run-local: look the members up in the run where both calls exist (the other one).
+    const CallSide& reference = failed_in_b ? call.a : call.b;
+    const auto& members = failed_in_b ? global_rank_ : global_rank_b_;
+    for (const RankDiff* other : stopped_) {
+      const CallDivergence& missing = *other->first;
+      // The stopped rank's first missing call is in the failing run's gap: present only in the other run.
+      if (other == &rank ||
+          (failed_in_b ? !missing.a.present || missing.b.present : !missing.b.present || missing.a.present)) {
+        continue;
+      }
+      if (missing.step() > call.step()) continue;
+      bool member = false;
+      for (std::uint32_t k = 0; k < reference.communicator.nranks && !member; ++k) {
+        const auto found = members.find({reference.communicator.id, k});
+        member = found != members.end() && found->second == other->rank;
+      }
+      if (!member) continue;
+      const CallSide& failing = failed_in_b ? call.b : call.a;
+      call.role = DivergenceRole::kReceiver;
+      call.source = SourceCall{other->rank, missing.present_side().fields.op, missing.step(), missing.seq(),
+                               missing.present_side().fields.comm_seq};
+      call.cause = "the call failed in run " + std::string(failed_in_b ? "B" : "A") + " (" +
+                   std::string(records::result_name(failing.fields.result)) + ") because rank " +
+                   std::to_string(other->rank) + ", a member of its communicator, stopped before it (its log ends " +
+                   "at step " + std::to_string(missing.step()) + "): a consequence, not a divergence of its own";
+      return true;
+    }
+    return false;
+  }
+
   void classify_receive(const RankDiff& rank, CallDivergence& call, const CallSide& side) const {
     const auto sender = static_cast<std::uint32_t>(side.fields.peer);
     const auto send = sends_.find({side.communicator.id, sender, side.communicator.rank, side.pair_index});
@@ -477,7 +520,9 @@ class Classifier {
   };
   std::vector<RankDiff>& ranks_;
   std::vector<std::uint32_t> capped_ranks_;
-  std::map<MemberKey, std::uint32_t> global_rank_;
+  std::map<MemberKey, std::uint32_t> global_rank_;    // run A's (communicator id, rank in it) -> global rank
+  std::map<MemberKey, std::uint32_t> global_rank_b_;  // the same for run B
+  std::vector<const RankDiff*> stopped_;              // ranks whose first divergence is a missing call
   std::unordered_map<PairKey, const DivergentCallBrief*, KeyHash> sends_;
   std::unordered_map<CollectiveKey, std::vector<const DivergentCallBrief*>, KeyHash> collectives_;
 };

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Builds detnccl with sanitizers and runs the tests they watch. CI runs both, before the release suite.
+#   scripts/sanitize.sh asan   ASan + UBSan: the whole CPU-only tree and its whole test suite (preset asan)
+#   scripts/sanitize.sh tsan   TSan: the threaded parts only (record writer, hostnccl, the shim with several
+#                              communicators on several threads) and their tests (preset tsan)
+# The sanitizer options (halt on the first report, leak checks) are in CMakePresets.json's test presets.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+kind="${1:-}"
+jobs="$(nproc)"
+case "$kind" in
+  asan)
+    PRESET=asan exec ./scripts/test.sh
+    ;;
+  tsan)
+    ./scripts/install-deps.sh >/dev/null
+    cmake --preset tsan >/dev/null
+    # The threaded targets and the tests of their threads; nothing single-threaded is worth TSan's slowdown.
+    cmake --build --preset tsan -j "$jobs" --target test_records test_hostnccl_collectives test_hostnccl_p2p \
+      test_hostnccl_api test_hostnccl_failures test_shim_trace test_faults detnccl trace_job trace_threads_job \
+      test_faults_job hostnccl-run detnccl-cli
+    # Parameterised tests are named "Ranks/Suite.Test/N": match the suite after the start or a slash.
+    tests='(^|/)(RecordWriter\.|LogReader\.|Hostnccl|ShimTrace\.|ShimTraceThreads\.|FaultThreads\.|'
+    tests+='FaultKilledRank\.|FaultDiskFull\.)|^hostnccl_leaves_no_shared_memory$'
+    ctest --preset tsan -j "$jobs" --timeout 900 -R "$tests"
+    ;;
+  *)
+    echo "usage: $0 asan|tsan" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,206 @@
+// soak_job: the long mixed workload of the soak test (test_soak.cc), run under hostnccl-run with the shim
+// preloaded. Every step makes the calls of trace_job_script.h (every collective, a group with an in-place AllReduce
+// and a Send/Recv ring, in-place calls) and checks each output; every --split-every steps it also splits the world
+// communicator in two (even and odd ranks), makes an AllReduce and an AllGather on the half, checks them and
+// destroys it. It samples its own memory and prints, at the end, one line per rank:
+//   soak rank R: steps S splits P rss_anon_kib A0,A1,... rss_kib V0,V1,...
+// (one sample after each tenth of the steps), so the test can see whether memory stays flat.
+//   soak_job --steps N [--split-every K]
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "hostnccl/launcher/bootstrap.h"
+#include "tests/trace_job_script.h"
+
+namespace {
+
+using detnccl::records::OpId;
+using detnccl::test::ScriptCall;
+
+int environment_int(const char* name, int fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? std::atoi(value) : fallback;
+}
+
+bool ok(ncclResult_t result, const char* what, int rank, int step) {
+  if (result == ncclSuccess) return true;
+  std::fprintf(stderr, "rank %d step %d: %s failed: %s\n", rank, step, what, ncclGetErrorString(result));
+  return false;
+}
+
+struct Buffers {
+  std::vector<std::byte> input;
+  std::vector<std::byte> output;
+};
+
+// Issues one call of the script (the same calls as tests/trace_job.cc).
+ncclResult_t issue(const ScriptCall& call, Buffers& b, int rank, int nranks, ncclComm_t comm) {
+  const std::size_t block = call.count * 4;  // the script uses float32 and int32 only
+  const std::size_t n = static_cast<std::size_t>(nranks);
+  switch (call.op) {
+    case OpId::kAllReduce:
+      if (call.in_place) {
+        b.output = call.input;
+        return ncclAllReduce(b.output.data(), b.output.data(), call.count, call.datatype, call.redop, comm, nullptr);
+      }
+      b.input = call.input;
+      b.output.assign(block, std::byte{0});
+      return ncclAllReduce(b.input.data(), b.output.data(), call.count, call.datatype, call.redop, comm, nullptr);
+    case OpId::kSend:
+      b.input = call.input;
+      return ncclSend(b.input.data(), call.count, call.datatype, call.peer, comm, nullptr);
+    case OpId::kRecv:
+      b.output.assign(block, std::byte{0});
+      return ncclRecv(b.output.data(), call.count, call.datatype, call.peer, comm, nullptr);
+    case OpId::kBroadcast:
+      b.input = rank == call.peer ? call.input : std::vector<std::byte>(block);
+      b.output.assign(block, std::byte{0});
+      return ncclBroadcast(b.input.data(), b.output.data(), call.count, call.datatype, call.peer, comm, nullptr);
+    case OpId::kAllGather:
+      b.input = call.input;
+      b.output.assign(block * n, std::byte{0});
+      return ncclAllGather(b.input.data(), b.output.data(), call.count, call.datatype, comm, nullptr);
+    case OpId::kReduceScatter:
+      b.input = call.input;
+      b.output.assign(block, std::byte{0});
+      return ncclReduceScatter(b.input.data(), b.output.data(), call.count, call.datatype, call.redop, comm, nullptr);
+    case OpId::kAlltoAll:
+      b.input = call.input;
+      b.output.assign(block * n, std::byte{0});
+      return ncclAlltoAll(b.input.data(), b.output.data(), call.count, call.datatype, comm, nullptr);
+    case OpId::kReduce:
+      b.input = call.input;
+      b.output.assign(block, std::byte{0});
+      return ncclReduce(b.input.data(), b.output.data(), call.count, call.datatype, call.redop, call.peer, comm,
+                        nullptr);
+    case OpId::kGather:
+      b.input = call.input;
+      b.output.assign(rank == call.peer ? block * n : 0, std::byte{0});
+      return ncclGather(b.input.data(), b.output.empty() ? nullptr : b.output.data(), call.count, call.datatype,
+                        call.peer, comm, nullptr);
+    case OpId::kScatter:
+      b.input = call.input;
+      b.output.assign(block, std::byte{0});
+      return ncclScatter(b.input.empty() ? nullptr : b.input.data(), b.output.data(), call.count, call.datatype,
+                         call.peer, comm, nullptr);
+    case OpId::kBcast:
+      b.output = rank == call.peer ? call.input : std::vector<std::byte>(block);
+      return ncclBcast(b.output.data(), call.count, call.datatype, call.peer, comm, nullptr);
+    default:
+      return ncclInvalidUsage;
+  }
+}
+
+// One field of /proc/self/status in KiB ("RssAnon:", "VmRSS:").
+long status_kib(const char* field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(field, 0) == 0) return std::atol(line.c_str() + std::strlen(field));
+  }
+  return -1;
+}
+
+// The half-world communicator's calls: an AllReduce (sum) and an AllGather of small integers, checked.
+bool split_round(ncclComm_t world, int rank, int nranks, int step) {
+  ncclComm_t half = nullptr;
+  if (!ok(ncclCommSplit(world, rank % 2, rank, &half, nullptr), "ncclCommSplit", rank, step)) return false;
+  int half_size = 0, half_rank = 0;
+  ncclCommCount(half, &half_size);
+  ncclCommUserRank(half, &half_rank);
+  constexpr std::size_t kCount = 257;
+  std::vector<float> in(kCount), sum(kCount), gathered(kCount * static_cast<std::size_t>(half_size));
+  for (std::size_t i = 0; i < kCount; ++i) in[i] = static_cast<float>((rank + step + i) % 31);
+  bool good =
+      ok(ncclAllReduce(in.data(), sum.data(), kCount, ncclFloat32, ncclSum, half, nullptr), "split AllReduce", rank,
+         step) &&
+      ok(ncclAllGather(in.data(), gathered.data(), kCount, ncclFloat32, half, nullptr), "split AllGather", rank, step);
+  for (std::size_t i = 0; good && i < kCount; ++i) {
+    float expected = 0;
+    for (int r = rank % 2; r < nranks; r += 2) expected += static_cast<float>((r + step + i) % 31);
+    int member = 0;
+    for (int r = rank % 2; r < nranks; r += 2, ++member) {
+      if (gathered[static_cast<std::size_t>(member) * kCount + i] != static_cast<float>((r + step + i) % 31)) {
+        good = false;
+      }
+    }
+    if (sum[i] != expected) good = false;
+  }
+  if (!good) std::fprintf(stderr, "rank %d step %d: wrong output on the split communicator\n", rank, step);
+  return ok(ncclCommDestroy(half), "ncclCommDestroy", rank, step) && good;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int steps = 100;
+  int split_every = 10;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--steps" && i + 1 < argc) {
+      steps = std::atoi(argv[++i]);
+    } else if (arg == "--split-every" && i + 1 < argc) {
+      split_every = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: %s --steps N [--split-every K]\n", argv[0]);
+      return 2;
+    }
+  }
+  const int rank = environment_int("RANK", 0);
+  const int nranks = environment_int("WORLD_SIZE", 1);
+  using SetStep = void (*)(std::uint64_t);
+  auto set_step = reinterpret_cast<SetStep>(dlsym(RTLD_DEFAULT, "detnccl_set_step"));
+
+  ncclUniqueId id;
+  std::string error;
+  if (!detnccl::share_unique_id(rank, &id, &error)) {
+    std::fprintf(stderr, "cannot share the unique id: %s\n", error.c_str());
+    return 1;
+  }
+  ncclComm_t comm = nullptr;
+  if (!ok(ncclCommInitRank(&comm, nranks, id, rank), "ncclCommInitRank", rank, -1)) return 1;
+
+  std::string anon_samples, rss_samples;
+  int splits = 0;
+  for (int step = 0; step < steps; ++step) {
+    if (set_step != nullptr) set_step(static_cast<std::uint64_t>(step));
+    const std::vector<ScriptCall> calls = detnccl::test::script_step(rank, nranks, static_cast<std::uint64_t>(step));
+    std::vector<Buffers> buffers(calls.size());
+    bool in_group = false;
+    for (std::size_t c = 0; c < calls.size(); ++c) {
+      if (calls[c].grouped && !in_group) {
+        if (!ok(ncclGroupStart(), "ncclGroupStart", rank, step)) return 1;
+        in_group = true;
+      }
+      if (!ok(issue(calls[c], buffers[c], rank, nranks, comm), "a call", rank, step)) return 1;
+      if (in_group && (c + 1 == calls.size() || !calls[c + 1].grouped)) {
+        if (!ok(ncclGroupEnd(), "ncclGroupEnd", rank, step)) return 1;
+        in_group = false;
+      }
+    }
+    for (std::size_t c = 0; c < calls.size(); ++c) {
+      if (calls[c].has_output && buffers[c].output != calls[c].output) {
+        std::fprintf(stderr, "rank %d step %d call %zu: wrong output\n", rank, step, c);
+        return 1;
+      }
+    }
+    if (split_every > 0 && step % split_every == split_every - 1) {
+      if (!split_round(comm, rank, nranks, step)) return 1;
+      ++splits;
+    }
+    if ((step + 1) % std::max(1, steps / 10) == 0) {
+      anon_samples += (anon_samples.empty() ? "" : ",") + std::to_string(status_kib("RssAnon:"));
+      rss_samples += (rss_samples.empty() ? "" : ",") + std::to_string(status_kib("VmRSS:"));
+    }
+  }
+  if (!ok(ncclCommDestroy(comm), "ncclCommDestroy", rank, steps)) return 1;
+  std::printf("soak rank %d: steps %d splits %d rss_anon_kib %s rss_kib %s\n", rank, steps, splits,
+              anon_samples.c_str(), rss_samples.c_str());
+  return 0;
+}
