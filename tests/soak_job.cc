@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "hostnccl/launcher/bootstrap.h"
+#include "tests/trace_job_calls.h"
 #include "tests/trace_job_script.h"
 
 namespace {
@@ -34,68 +35,7 @@ bool ok(ncclResult_t result, const char* what, int rank, int step) {
   return false;
 }
 
-struct Buffers {
-  std::vector<std::byte> input;
-  std::vector<std::byte> output;
-};
-
-// Issues one call of the script (the same calls as tests/trace_job.cc).
-ncclResult_t issue(const ScriptCall& call, Buffers& b, int rank, int nranks, ncclComm_t comm) {
-  const std::size_t block = call.count * 4;  // the script uses float32 and int32 only
-  const std::size_t n = static_cast<std::size_t>(nranks);
-  switch (call.op) {
-    case OpId::kAllReduce:
-      if (call.in_place) {
-        b.output = call.input;
-        return ncclAllReduce(b.output.data(), b.output.data(), call.count, call.datatype, call.redop, comm, nullptr);
-      }
-      b.input = call.input;
-      b.output.assign(block, std::byte{0});
-      return ncclAllReduce(b.input.data(), b.output.data(), call.count, call.datatype, call.redop, comm, nullptr);
-    case OpId::kSend:
-      b.input = call.input;
-      return ncclSend(b.input.data(), call.count, call.datatype, call.peer, comm, nullptr);
-    case OpId::kRecv:
-      b.output.assign(block, std::byte{0});
-      return ncclRecv(b.output.data(), call.count, call.datatype, call.peer, comm, nullptr);
-    case OpId::kBroadcast:
-      b.input = rank == call.peer ? call.input : std::vector<std::byte>(block);
-      b.output.assign(block, std::byte{0});
-      return ncclBroadcast(b.input.data(), b.output.data(), call.count, call.datatype, call.peer, comm, nullptr);
-    case OpId::kAllGather:
-      b.input = call.input;
-      b.output.assign(block * n, std::byte{0});
-      return ncclAllGather(b.input.data(), b.output.data(), call.count, call.datatype, comm, nullptr);
-    case OpId::kReduceScatter:
-      b.input = call.input;
-      b.output.assign(block, std::byte{0});
-      return ncclReduceScatter(b.input.data(), b.output.data(), call.count, call.datatype, call.redop, comm, nullptr);
-    case OpId::kAlltoAll:
-      b.input = call.input;
-      b.output.assign(block * n, std::byte{0});
-      return ncclAlltoAll(b.input.data(), b.output.data(), call.count, call.datatype, comm, nullptr);
-    case OpId::kReduce:
-      b.input = call.input;
-      b.output.assign(block, std::byte{0});
-      return ncclReduce(b.input.data(), b.output.data(), call.count, call.datatype, call.redop, call.peer, comm,
-                        nullptr);
-    case OpId::kGather:
-      b.input = call.input;
-      b.output.assign(rank == call.peer ? block * n : 0, std::byte{0});
-      return ncclGather(b.input.data(), b.output.empty() ? nullptr : b.output.data(), call.count, call.datatype,
-                        call.peer, comm, nullptr);
-    case OpId::kScatter:
-      b.input = call.input;
-      b.output.assign(block, std::byte{0});
-      return ncclScatter(b.input.empty() ? nullptr : b.input.data(), b.output.data(), call.count, call.datatype,
-                         call.peer, comm, nullptr);
-    case OpId::kBcast:
-      b.output = rank == call.peer ? call.input : std::vector<std::byte>(block);
-      return ncclBcast(b.output.data(), call.count, call.datatype, call.peer, comm, nullptr);
-    default:
-      return ncclInvalidUsage;
-  }
-}
+using detnccl::test::Buffers;
 
 // One field of /proc/self/status in KiB ("RssAnon:", "VmRSS:").
 long status_kib(const char* field) {
@@ -178,7 +118,8 @@ int main(int argc, char** argv) {
         if (!ok(ncclGroupStart(), "ncclGroupStart", rank, step)) return 1;
         in_group = true;
       }
-      if (!ok(issue(calls[c], buffers[c], rank, nranks, comm), "a call", rank, step)) return 1;
+      if (!ok(detnccl::test::issue_script_call(calls[c], buffers[c], rank, nranks, comm), "a call", rank, step))
+        return 1;
       if (in_group && (c + 1 == calls.size() || !calls[c + 1].grouped)) {
         if (!ok(ncclGroupEnd(), "ncclGroupEnd", rank, step)) return 1;
         in_group = false;
