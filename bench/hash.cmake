@@ -1,6 +1,6 @@
 # hash: host fingerprint throughput (bench_fingerprint), and the GPU check program (bench/gpu/) when CUDA is found.
 add_executable(bench_fingerprint bench_fingerprint.cc)
-target_link_libraries(bench_fingerprint PRIVATE detnccl_hash CLI11::CLI11 detnccl_options)
+target_link_libraries(bench_fingerprint PRIVATE detnccl_hash PkgConfig::XXHASH CLI11::CLI11 detnccl_options)
 
 if(DETNCCL_HAVE_CUDA)
   # Also built standalone on the GPU machine by bench/gpu/run.sh (bench/gpu/CMakeLists.txt), without libxxhash.

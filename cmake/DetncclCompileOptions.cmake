@@ -1,8 +1,8 @@
 # Warnings and sanitizers for every detnccl target: link `detnccl_options` (PRIVATE) into each target.
 add_library(detnccl_options INTERFACE)
 target_compile_options(detnccl_options INTERFACE
-  $<$<COMPILE_LANGUAGE:C,CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wcast-align -Wformat=2
-                              -Wimplicit-fallthrough>
+  $<$<COMPILE_LANGUAGE:C,CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wcast-align -Wformat=2 -Wimplicit-fallthrough>
+  $<$<COMPILE_LANGUAGE:CXX>:-Wnon-virtual-dtor>
   $<$<AND:$<COMPILE_LANGUAGE:C,CXX>,$<BOOL:${DETNCCL_WERROR}>>:-Werror>
   $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${DETNCCL_WERROR}>>:-Werror=all-warnings>)
 

@@ -1,5 +1,7 @@
 # Third-party dependencies, all from Debian packages (scripts/install-deps.sh installs them).
 find_package(PkgConfig REQUIRED)
+# xxHash is used from its header (hash/xxh3_host.h, hostnccl/unique_id.cc): nothing detnccl ships loads libxxhash.
+# The library itself is linked only into tests and benchmarks, as the independent reference.
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 find_package(Threads REQUIRED)
 find_package(spdlog CONFIG REQUIRED)

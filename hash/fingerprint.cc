@@ -1,10 +1,10 @@
 #include "hash/fingerprint.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <stdexcept>
+
+#include "hash/xxh3_host.h"
 
 namespace detnccl::hash {
 namespace {
@@ -12,13 +12,13 @@ namespace {
 std::uint64_t hash_group(const std::vector<std::uint64_t>& group) {
   // RATIONALE: the definition hashes digests as little-endian u64; the host is little-endian (static_assert in
   // xxh3_portable.h), so the vector's bytes are already that layout.
-  return XXH3_64bits(group.data(), group.size() * sizeof(std::uint64_t));
+  return hash::xxh3_64(group.data(), group.size() * sizeof(std::uint64_t));
 }
 
 std::uint64_t seal(std::uint64_t root, std::uint64_t bytes) {
   std::uint8_t le[8];
   xxh3::write_le64(le, root);
-  return XXH3_64bits_withSeed(le, sizeof le, bytes);
+  return hash::xxh3_64(le, sizeof le, bytes);
 }
 
 }  // namespace
@@ -62,10 +62,10 @@ std::uint64_t fingerprint_from_leaf_digests(std::span<const std::uint64_t> leaf_
 
 std::uint64_t fingerprint(const void* data, std::size_t bytes) {
   const auto* in = static_cast<const std::uint8_t*>(data);
-  if (bytes <= kLeafBytes) return seal(XXH3_64bits(in, bytes), bytes);
+  if (bytes <= kLeafBytes) return seal(hash::xxh3_64(in, bytes), bytes);
   DigestTree tree;
   for (std::size_t offset = 0; offset < bytes; offset += kLeafBytes) {
-    tree.add(XXH3_64bits(in + offset, std::min(kLeafBytes, bytes - offset)));
+    tree.add(hash::xxh3_64(in + offset, std::min(kLeafBytes, bytes - offset)));
   }
   return seal(tree.finish(), bytes);
 }
@@ -99,17 +99,17 @@ void StreamingFingerprint::update(const void* data, std::size_t bytes) {
     in += take;
     bytes -= take;
     if (partial_leaf_.size() < kLeafBytes) return;
-    tree_.add(XXH3_64bits(partial_leaf_.data(), kLeafBytes));
+    tree_.add(hash::xxh3_64(partial_leaf_.data(), kLeafBytes));
     partial_leaf_.clear();
   }
   // A complete leaf is final even if the stream ends right after it: only the last leaf may be short.
-  for (; bytes >= kLeafBytes; in += kLeafBytes, bytes -= kLeafBytes) tree_.add(XXH3_64bits(in, kLeafBytes));
+  for (; bytes >= kLeafBytes; in += kLeafBytes, bytes -= kLeafBytes) tree_.add(hash::xxh3_64(in, kLeafBytes));
   partial_leaf_.assign(in, in + bytes);
 }
 
 std::uint64_t StreamingFingerprint::finish() {
   if (!partial_leaf_.empty() || total_bytes_ == 0) {
-    tree_.add(XXH3_64bits(partial_leaf_.data(), partial_leaf_.size()));
+    tree_.add(hash::xxh3_64(partial_leaf_.data(), partial_leaf_.size()));
     partial_leaf_.clear();
   }
   return seal(tree_.finish(), total_bytes_);

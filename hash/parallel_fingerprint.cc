@@ -1,10 +1,9 @@
 #include "hash/parallel_fingerprint.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
 
 #include "hash/fingerprint.h"
+#include "hash/xxh3_host.h"
 
 namespace detnccl::hash {
 
@@ -32,7 +31,7 @@ void ParallelFingerprinter::hash_share(unsigned share) {
   const std::size_t last = leaves * (share + 1) / threads();
   for (std::size_t leaf = first; leaf < last; ++leaf) {
     const std::size_t offset = leaf * kLeafBytes;
-    job_out_[leaf] = XXH3_64bits(job_data_ + offset, std::min(kLeafBytes, job_bytes_ - offset));
+    job_out_[leaf] = hash::xxh3_64(job_data_ + offset, std::min(kLeafBytes, job_bytes_ - offset));
   }
 }
 

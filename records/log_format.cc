@@ -1,10 +1,10 @@
 // detnccl: the log format's functions (see log_format.h).
 #include "records/log_format.h"
 
-#include <xxhash.h>
-
 #include <array>
 #include <cstdio>
+
+#include "hash/xxh3_host.h"
 
 namespace detnccl::records {
 
@@ -14,12 +14,12 @@ std::string rank_log_file_name(std::uint32_t rank) {
   return std::string(name.data(), static_cast<std::size_t>(length));
 }
 
-std::uint64_t header_checksum(const void* bytes, std::size_t count) noexcept { return XXH3_64bits(bytes, count); }
+std::uint64_t header_checksum(const void* bytes, std::size_t count) noexcept { return hash::xxh3_64(bytes, count); }
 
 std::uint64_t record_checksum(std::uint32_t length, std::uint16_t type, std::uint16_t flags, const void* payload,
                               std::size_t payload_bytes) noexcept {
   const std::uint64_t seed = std::uint64_t{length} | std::uint64_t{type} << 32 | std::uint64_t{flags} << 48;
-  return XXH3_64bits_withSeed(payload, payload_bytes, seed);
+  return hash::xxh3_64(payload, payload_bytes, seed);
 }
 
 std::string_view datatype_name(std::uint16_t datatype) noexcept {

@@ -18,6 +18,8 @@
 
 #include "hash/fingerprint.h"
 #include "hash/parallel_fingerprint.h"
+#include "hash/xxh3_host.h"
+#include "hash/xxh3_variants.h"
 
 namespace {
 
@@ -301,6 +303,56 @@ TEST(ParallelFingerprinter, DefaultThresholdKeepsSmallBuffersOnTheCaller) {
 TEST(FormatDigest, IsSixteenLowercaseHexDigits) {
   EXPECT_EQ(detnccl::hash::format_digest(0x1aULL), "000000000000001a");
   EXPECT_EQ(detnccl::hash::format_digest(0xFEDCBA9876543210ULL), "fedcba9876543210");
+}
+
+// detnccl's own XXH3 build (hash/xxh3_host.h, header-only xxHash, dispatched by processor) against Debian's
+// libxxhash, an independently compiled library: every variant this processor can run, the lengths where XXH3 changes
+// path (0-16, 17-128, 129-240, stripes, blocks, the leaf size and beyond), unaligned starts, unseeded and seeded.
+std::vector<std::size_t> xxh3_interesting_lengths() {
+  std::vector<std::size_t> lengths;
+  for (std::size_t n = 0; n <= 2118; ++n) lengths.push_back(n);
+  for (std::size_t n : {kLeafBytes - 1, kLeafBytes, kLeafBytes + 1, 3 * kLeafBytes + 5, std::size_t{1} << 20}) {
+    lengths.push_back(n);
+  }
+  return lengths;
+}
+
+TEST(HostXxh3, EveryVariantThisProcessorRunsEqualsLibxxhash) {
+  using Variant = std::uint64_t (*)(const void*, std::size_t, std::uint64_t);
+  std::vector<std::pair<const char*, Variant>> variants = {{"baseline", &detnccl_xxh3_64_baseline}};
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2")) variants.emplace_back("avx2", &detnccl_xxh3_64_avx2);
+#endif
+  const auto data = random_bytes((std::size_t{1} << 20) + 8, 21);
+  std::mt19937_64 rng(22);
+  for (const auto& [name, variant] : variants) {
+    for (std::size_t n : xxh3_interesting_lengths()) {
+      for (std::size_t misalign : {std::size_t{0}, std::size_t{3}}) {
+        const std::uint8_t* in = data.data() + misalign;
+        ASSERT_EQ(variant(in, n, 0), XXH3_64bits(in, n)) << name << ", " << n << " bytes at +" << misalign;
+        const std::uint64_t seed = rng();
+        ASSERT_EQ(variant(in, n, seed), XXH3_64bits_withSeed(in, n, seed)) << name << ", " << n << " bytes, seeded";
+      }
+    }
+  }
+}
+
+TEST(HostXxh3, DispatchedFunctionEqualsLibxxhash) {
+  const auto data = random_bytes(3 * kLeafBytes + 5, 23);
+  for (std::size_t n : {std::size_t{0}, std::size_t{7}, std::size_t{200}, std::size_t{1000}, kLeafBytes, data.size()}) {
+    EXPECT_EQ(detnccl::hash::xxh3_64(data.data(), n), XXH3_64bits(data.data(), n)) << n;
+    EXPECT_EQ(detnccl::hash::xxh3_64(data.data(), n, n * 31 + 1), XXH3_64bits_withSeed(data.data(), n, n * 31 + 1))
+        << n;
+  }
+}
+
+TEST(HostXxh3, UsesAvx2ExactlyWhereTheProcessorHasIt) {
+#if defined(__x86_64__)
+  const std::string expected = __builtin_cpu_supports("avx2") ? "avx2" : "sse2";
+#else
+  const std::string expected = "native";
+#endif
+  EXPECT_EQ(detnccl::hash::xxh3_vector_unit(), expected);
 }
 
 }  // namespace

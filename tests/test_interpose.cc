@@ -7,11 +7,15 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <string>
 
+#include "config/config.h"
+#include "interpose/traced_op.h"
+#include "records/log_format.h"
 #include "tests/test_support.h"
 
 namespace {
@@ -50,6 +54,27 @@ TEST(Interpose, ExportsExactlyTheNcclApiAndNoPncclSymbol) {
   expected.insert({"detnccl_set_step", "detnccl_flush"});  // the public C API (detnccl.h)
   EXPECT_EQ(exported, expected);
   for (const std::string& symbol : exported) EXPECT_NE(symbol.rfind("pnccl", 0), 0u) << symbol;
+}
+
+// A preload library the loader cannot load is skipped with one line on stderr and the job runs without detnccl: the
+// shim may need only what every Linux system with a C++ runtime has (no libxxhash, no CUDA runtime, no NCCL).
+TEST(Interpose, NeedsOnlyTheCAndCxxRuntimes) {
+  const CommandResult readelf = run("readelf -d " DETNCCL_SHIM_PATH);
+  ASSERT_EQ(readelf.exit_code, 0) << readelf.output;
+  const std::regex needed_entry(R"(\(NEEDED\)\s+Shared library: \[([^\]]+)\])");
+  std::set<std::string> needed;
+  for (auto it = std::sregex_iterator(readelf.output.begin(), readelf.output.end(), needed_entry);
+       it != std::sregex_iterator(); ++it) {
+    needed.insert((*it)[1]);
+  }
+  ASSERT_FALSE(needed.empty()) << readelf.output;
+  const std::regex allowed(R"((libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux-x86-64)\.so\.\d+)");
+  // Sanitizer builds add their runtime (libasan, libubsan, libtsan), which the job under test then preloads too.
+  const std::regex sanitizer(R"(lib(asan|ubsan|tsan)\.so\.\d+)");
+  for (const std::string& library : needed) {
+    EXPECT_TRUE(std::regex_match(library, allowed) || std::regex_match(library, sanitizer))
+        << "libdetnccl.so needs " << library;
+  }
 }
 
 TEST(Interpose, DoesNothingInAProcessThatNeverLoadsNccl) {
@@ -101,5 +126,24 @@ TEST(Interpose, TransparentOverHostnccl) {
   EXPECT_TRUE(std::regex_search(traced.output, std::regex(R"(libdetnccl\.so.*to .*libnccl\.so\.2.*`pncclAllReduce')")));
 }
 #endif
+
+// The shim maps a call's OpId to its DETNCCL_OPS operation with a table built at compile time; it must agree with
+// the name mapping DETNCCL_OPS is parsed with, for every number an OpId can hold, and reach every operation.
+static_assert(detnccl::interpose::traced_op_of(detnccl::records::OpId::kAllReduce) ==
+              detnccl::config::TracedOp::ncclAllReduce);
+static_assert(!detnccl::interpose::traced_op_of(detnccl::records::OpId::kUnknown));
+
+TEST(Interpose, OpIdToTracedOpTableAgreesWithTheNameMapping) {
+  using detnccl::config::TracedOp;
+  std::set<TracedOp> reached;
+  for (unsigned number = 0; number <= 0xffff; ++number) {
+    const auto op = static_cast<detnccl::records::OpId>(number);
+    const std::optional<TracedOp> by_name = detnccl::config::traced_op_from_name(detnccl::records::op_name(op));
+    const std::optional<TracedOp> by_table = detnccl::interpose::traced_op_of(op);
+    ASSERT_EQ(by_table, by_name) << "OpId " << number << " (" << detnccl::records::op_name(op) << ")";
+    if (by_table) reached.insert(*by_table);
+  }
+  EXPECT_EQ(reached.size(), detnccl::config::kTracedOpCount);
+}
 
 }  // namespace

@@ -3,7 +3,7 @@
 # development packages, and gathers it into one directory to carry there (the device tool's `carry`, 64 MiB at most):
 #
 #   bin/      detnccl (CLI), gpu_traced_job, gpu_fingerprint_check, gpu_shim_check, bench_deterministic_gpu
-#   lib/      libdetnccl.so (the shim) and the shared libraries they need that the device lacks (libxxhash.so.0)
+#   lib/      libdetnccl.so (the shim) and any shared library they need that the device lacks (none at present)
 #   hostnccl/ libnccl.so.2 (hostnccl, with device buffers staged through host memory)
 #
 #   bench/gpu/prepare.sh [CARRY_DIR] [BUILD_DIR]     defaults: build/gpu-carry, build/gpu-prepare
