@@ -39,7 +39,11 @@ ncclResult_t check_comm(const Comm* comm, const char* call) {
   if (comm == nullptr) return fail(ncclInvalidArgument, std::string(call) + ": comm is NULL");
   if (!comm_is_valid(comm))
     return fail(ncclInvalidArgument, std::string(call) + ": comm is not a hostnccl communicator");
-  if (const ncclResult_t error = comm->async_error.load(); error != ncclSuccess) {
+  if (const ncclResult_t error = comm->async_error.load(); error == ncclInProgress) {
+    return fail(ncclInvalidUsage, std::string(call) +
+                                      ": the non-blocking communicator's previous operation is still in progress: "
+                                      "poll ncclCommGetAsyncError until it returns ncclSuccess first");
+  } else if (error != ncclSuccess) {
     return fail(error, std::string(call) + ": the communicator failed earlier (" + ncclGetErrorString(error) + ")");
   }
   if (comm->finalized) return fail(ncclInvalidUsage, std::string(call) + ": the communicator is finalized");
@@ -197,7 +201,12 @@ ncclResult_t pncclGetVersion(int* version) {
 
 ncclResult_t pncclGetUniqueId(ncclUniqueId* uniqueId) {
   if (uniqueId == nullptr) return fail(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
-  if (make_unique_id(uniqueId) != ncclSuccess) return fail(ncclSystemError, "ncclGetUniqueId: getrandom failed");
+  std::string error;
+  if (const ncclResult_t r = make_unique_id(uniqueId, &error); r != ncclSuccess) {
+    set_last_error(error);
+    record_group_error(r);
+    return r;
+  }
   return ncclSuccess;
 }
 
@@ -223,6 +232,8 @@ ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId 
     record_group_error(r);
     return r;
   }
+  // NCCL_CONFIG_UNDEF_INT (not set) means NCCL's default, blocking.
+  settings.blocking = config == nullptr || config->blocking != 0;
   std::unique_ptr<Comm> created = new_comm(id, nranks, rank, local_rank_device(), settings);
   Comm* raw = created.get();
   const bool grouped = in_group();
@@ -251,11 +262,14 @@ ncclResult_t pncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
     }
   }
   ncclUniqueId unique_id;
-  if (make_unique_id(&unique_id) != ncclSuccess) return fail(ncclSystemError, std::string(call) + ": getrandom failed");
+  std::string error;
+  if (const ncclResult_t r = make_unique_id(&unique_id, &error); r != ncclSuccess) {
+    set_last_error(error);
+    return r;
+  }
   IdFields id;
   parse_unique_id(unique_id, &id);
   Config settings;
-  std::string error;
   if (const ncclResult_t r = read_config(&settings, &error); r != ncclSuccess) {
     set_last_error(error);
     return r;
@@ -296,6 +310,7 @@ ncclResult_t pncclCommFinalize(ncclComm_t comm) {
 ncclResult_t pncclCommDestroy(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
   if (!comm_is_valid(comm)) return fail(ncclInvalidArgument, "ncclCommDestroy: comm is not a hostnccl communicator");
+  join_in_flight(comm);  // a non-blocking communicator's last group may still be running
   if (!comm->ready) Segment::unlink(comm->segment_name);  // an init that never completed may have left the name
   comm->magic = 0;
   delete comm;
@@ -307,7 +322,7 @@ ncclResult_t pncclCommAbort(ncclComm_t comm) {
   if (!comm_is_valid(comm)) return fail(ncclInvalidArgument, "ncclCommAbort: comm is not a hostnccl communicator");
   // Peers still waiting on this rank fail promptly instead of running into the timeout.
   if (comm->segment != nullptr) comm->segment->header().abort_flag.store(1, std::memory_order_release);
-  return pncclCommDestroy(comm);
+  return pncclCommDestroy(comm);  // a group still running on a background thread sees the flag and stops
 }
 
 const char* pncclGetErrorString(ncclResult_t result) {

@@ -1,7 +1,8 @@
 /* hostnccl: the communicator object behind an ncclComm_t, and the thread-local last-error text.
  *
  * A Comm is used by one thread at a time (as NCCL requires); the only fields other threads may touch are the
- * async error (atomic) and the custom reduction operators (mutex).
+ * async error (atomic) and the custom reduction operators (mutex). A non-blocking communicator's operations run on
+ * a background thread while its async error says ncclInProgress; no other call is accepted meanwhile.
  */
 #ifndef DETNCCL_HOSTNCCL_COMM_H
 #define DETNCCL_HOSTNCCL_COMM_H
@@ -19,6 +20,10 @@
 #include "hostnccl/segment.h"
 #include "hostnccl/unique_id.h"
 
+namespace hostnccl {
+class InFlightGroup;
+}
+
 struct ncclComm {
   static constexpr std::uint64_t kMagic = 0x6c63636e74736f68ull;  // "hostnccl"
 
@@ -33,6 +38,8 @@ struct ncclComm {
   bool ready = false;      // every rank has attached: operations may run
   bool finalized = false;  // ncclCommFinalize was called: no new operations
   std::atomic<ncclResult_t> async_error{ncclSuccess};
+  // Non-blocking communicators: the group last handed to a background thread (joined before the next one).
+  std::shared_ptr<hostnccl::InFlightGroup> in_flight;
 
   // Issue order. Every rank issues the same collectives in the same order, so these counters agree across ranks.
   std::uint64_t colls_issued = 0;

@@ -6,6 +6,7 @@
  *   HOSTNCCL_SLOT_BYTES    staging slot per rank for collectives (default 4 MiB, at least 4096)
  *   HOSTNCCL_RING_BYTES    ring buffer per ordered rank pair for send/recv (default 1 MiB, at least 4096)
  * The creator of a communicator's segment (rank 0) decides the reduce order and the sizes for every rank.
+ * HOSTNCCL_JOB_TAG (set by hostnccl-run) is not read here but by ncclGetUniqueId, into the id (shm_names.h).
  */
 #ifndef DETNCCL_HOSTNCCL_CONFIG_H
 #define DETNCCL_HOSTNCCL_CONFIG_H
@@ -21,6 +22,9 @@ enum class ReduceOrder : int { kArrival = 0, kRank = 1 };
 
 struct Config {
   double timeout_s = 60.0;
+  // ncclConfig_t.blocking (not an environment setting): 0 makes calls return ncclInProgress and complete on a
+  // background thread (progress.h). A split's child inherits its parent's mode.
+  bool blocking = true;
   ReduceOrder reduce_order = ReduceOrder::kArrival;
   std::size_t slot_bytes = std::size_t{4} << 20;
   std::size_t ring_bytes = std::size_t{1} << 20;

@@ -13,10 +13,12 @@ namespace {
 
 // ---------------------------------------------------------------------------------------------------------------
 // Init: rank 0 creates the segment, the others attach once it exists; the last to attach unlinks the name, so
-// nothing is left in /dev/shm whatever happens to the processes afterwards.
+// nothing is left in /dev/shm whatever happens to the processes afterwards. If they all die before that, no process
+// is left to unlink it: hostnccl-run removes such leftovers by the job tag in the name (shm_names.h).
 class InitOp final : public Op {
  public:
   explicit InitOp(Comm* comm) : Op(comm) {}
+  bool creates_communicator() const override { return true; }
   const char* name() const override { return "ncclCommInitRank"; }
 
   ncclResult_t advance(bool* progressed) override {
@@ -306,6 +308,7 @@ class SplitOp final : public Op {
     exchange_ = make_coll_op(parent, args);
   }
   const char* name() const override { return "ncclCommSplit"; }
+  bool creates_communicator() const override { return true; }
 
   ncclResult_t advance(bool* progressed) override {
     if (!exchange_->done()) {

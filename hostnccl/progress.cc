@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <system_error>
 #include <thread>
 
 namespace hostnccl {
@@ -99,7 +100,68 @@ void drop_unstarted(std::vector<std::unique_ptr<Op>>& ops, ncclResult_t result) 
   }
 }
 
+// The outermost ncclGroupEnd (or a call outside any group): blocking communicators are driven here; a group of
+// non-blocking ones goes to a background thread (RATIONALE: real NCCL progresses those on its own threads too).
+ncclResult_t run_group(std::vector<std::unique_ptr<Op>> ops) {
+  bool any_blocking = false, any_non_blocking = false, creates = false;
+  for (const auto& op : ops) {
+    (op->comm()->config.blocking ? any_blocking : any_non_blocking) = true;
+    creates = creates || op->creates_communicator();
+  }
+  if (!any_non_blocking || creates) return drive(ops);
+  if (any_blocking) {
+    set_last_error("hostnccl: ncclGroupEnd: a group may not mix blocking and non-blocking communicators");
+    drop_unstarted(ops, ncclInvalidUsage);
+    return ncclInvalidUsage;
+  }
+  std::vector<Comm*> comms;
+  for (const auto& op : ops) {
+    if (std::find(comms.begin(), comms.end(), op->comm()) == comms.end()) comms.push_back(op->comm());
+  }
+  for (Comm* comm : comms) {
+    join_in_flight(comm);
+    comm->async_error.store(ncclInProgress);  // before the thread starts: it replaces this with the result
+  }
+  auto group = std::make_shared<InFlightGroup>(std::move(ops), comms);
+  for (Comm* comm : comms) comm->in_flight = group;
+  group->start();
+  return ncclInProgress;
+}
+
 }  // namespace
+
+InFlightGroup::InFlightGroup(std::vector<std::unique_ptr<Op>> ops, std::vector<Comm*> comms)
+    : ops_(std::move(ops)), comms_(std::move(comms)) {}
+
+InFlightGroup::~InFlightGroup() { join(); }
+
+void InFlightGroup::start() {
+  try {
+    thread_ = std::thread([this] { run(); });
+  } catch (const std::system_error&) {
+    run();  // no thread to be had: the call completes before it returns, which NCCL allows too
+  }
+}
+
+void InFlightGroup::join() {
+  const std::lock_guard<std::mutex> lock(join_mutex_);
+  if (thread_.joinable()) thread_.join();
+}
+
+void InFlightGroup::run() {
+  const ncclResult_t result = drive(ops_);
+  ops_.clear();  // nothing touches the communicators once the caller can see the result
+  for (Comm* comm : comms_) {
+    ncclResult_t expected = ncclInProgress;
+    comm->async_error.compare_exchange_strong(expected, result);
+  }
+}
+
+void join_in_flight(Comm* comm) {
+  if (comm->in_flight == nullptr) return;
+  comm->in_flight->join();
+  comm->in_flight.reset();
+}
 
 ncclResult_t drive(std::vector<std::unique_ptr<Op>>& ops) {
   const double timeout_s = group_timeout_s(ops);
@@ -162,7 +224,7 @@ ncclResult_t submit(std::unique_ptr<Op> op) {
   if (group_state.depth > 0) return ncclSuccess;
   std::vector<std::unique_ptr<Op>> ops = std::move(group_state.ops);
   group_state.ops.clear();
-  return drive(ops);
+  return run_group(std::move(ops));
 }
 
 bool in_group() { return group_state.depth > 0; }
@@ -190,7 +252,7 @@ ncclResult_t group_end() {
     drop_unstarted(ops, error);
     return error;
   }
-  return drive(ops);
+  return run_group(std::move(ops));
 }
 
 }  // namespace hostnccl

@@ -5,11 +5,18 @@
  * until all are done. The loop never blocks inside an op; when nothing moves it backs off (spin, yield, then short
  * sleeps), checks that the peers of the waiting communicators are alive and have not aborted, and gives up after
  * HOSTNCCL_TIMEOUT_S seconds without progress.
+ *
+ * Non-blocking communicators (ncclConfig_t.blocking = 0): a group of their operations is handed to a background
+ * thread and the call returns ncclInProgress; ncclCommGetAsyncError says ncclInProgress until the thread finishes,
+ * then the group's result. As NCCL requires, the caller must wait for that before the communicator's next call (a
+ * call made earlier fails with ncclInvalidUsage). Init and split stay blocking; a group may not mix the two kinds.
  */
 #ifndef DETNCCL_HOSTNCCL_PROGRESS_H
 #define DETNCCL_HOSTNCCL_PROGRESS_H
 
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "hostnccl/ops.h"
@@ -32,6 +39,32 @@ void record_group_error(ncclResult_t result);
 
 ncclResult_t group_start();
 ncclResult_t group_end();
+
+/* One group of non-blocking communicators' operations, driven on its own thread. The communicators' async errors
+ * must say ncclInProgress before start(); the thread sets them to the group's result when it is done. */
+class InFlightGroup {
+ public:
+  InFlightGroup(std::vector<std::unique_ptr<Op>> ops, std::vector<Comm*> comms);
+  ~InFlightGroup();
+  InFlightGroup(const InFlightGroup&) = delete;
+  InFlightGroup& operator=(const InFlightGroup&) = delete;
+
+  /* Starts the thread; if no thread can be started, drives the group on the caller's thread instead. */
+  void start();
+  /* Waits for the thread (any thread may call it, once or many times). */
+  void join();
+
+ private:
+  void run();
+
+  std::vector<std::unique_ptr<Op>> ops_;
+  std::vector<Comm*> comms_;
+  std::mutex join_mutex_;
+  std::thread thread_;
+};
+
+/* Waits until `comm`'s background group, if any, has finished (before destroying the communicator, for instance). */
+void join_in_flight(Comm* comm);
 
 }  // namespace hostnccl
 

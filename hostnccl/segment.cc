@@ -30,6 +30,10 @@ Segment::Layout Segment::compute_layout(int nranks, std::size_t slot_bytes, std:
 ncclResult_t Segment::create(const std::string& name, int nranks, int reduce_order, std::size_t slot_bytes,
                              std::size_t ring_bytes, std::unique_ptr<Segment>* out, std::string* error) {
   try {
+    // RATIONALE: the name exists from here on, empty until truncate (attaching ranks wait for the magic, stored last).
+    // Creating the object unnamed (O_TMPFILE in /dev/shm) and linking it in once initialised would close that short
+    // window but not the long one in which the creator waits for its peers, so it would not prevent a leftover when
+    // every rank dies during init; hostnccl-run removes those by the job tag in the name.
     bip::permissions owner_only;
     owner_only.set_permissions(0600);
     bip::shared_memory_object object(bip::create_only, name.c_str(), bip::read_write, owner_only);

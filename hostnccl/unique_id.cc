@@ -4,21 +4,35 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #define XXH_INLINE_ALL  // header-only use: libnccl.so.2 must not gain a runtime dependency for one hash
 #include <xxhash.h>
 
+#include "hostnccl/shm_names.h"
+
 namespace hostnccl {
 
-ncclResult_t make_unique_id(ncclUniqueId* id) {
+ncclResult_t make_unique_id(ncclUniqueId* id, std::string* error) {
   std::memset(id, 0, sizeof *id);
+  std::string_view tag;
+  if (const char* text = std::getenv(kJobTagVariable); text != nullptr && *text != '\0') {
+    tag = text;
+    if (!is_valid_job_tag(tag)) {
+      *error = std::string("hostnccl: ") + kJobTagVariable + "='" + text + "' is not valid: use 1 to " +
+               std::to_string(kMaxJobTagLength) + " characters from 0-9 and a-z (hostnccl-run sets it per job)";
+      return ncclInvalidArgument;
+    }
+  }
   std::uint8_t random[16];
   std::size_t filled = 0;
   while (filled < sizeof random) {
     const ssize_t got = getrandom(random + filled, sizeof random - filled, 0);
     if (got < 0) {
       if (errno == EINTR) continue;
+      *error = std::string("hostnccl: getrandom failed: ") + std::strerror(errno);
       return ncclSystemError;
     }
     filled += static_cast<std::size_t>(got);
@@ -29,6 +43,7 @@ ncclResult_t make_unique_id(ncclUniqueId* id) {
   std::memcpy(id->internal + 4, &version, 4);
   std::memcpy(id->internal + 8, random, 16);
   std::memcpy(id->internal + 24, &pid, 4);
+  if (!tag.empty()) std::memcpy(id->internal + kJobTagOffset, tag.data(), tag.size());  // data() may be null
   return ncclSuccess;
 }
 
@@ -39,6 +54,14 @@ bool parse_unique_id(const ncclUniqueId& id, IdFields* fields) {
   if (magic != kUniqueIdMagic || version != kUniqueIdVersion) return false;
   std::memcpy(fields->random.data(), id.internal + 8, 16);
   std::memcpy(&fields->creator_pid, id.internal + 24, 4);
+  // The tag becomes part of a file name: accept exactly what make_unique_id writes, zeros after it included.
+  const char* tag = id.internal + kJobTagOffset;
+  const std::size_t length = strnlen(tag, kMaxJobTagLength);
+  if (length > 0 && !is_valid_job_tag(std::string_view(tag, length))) return false;
+  for (std::size_t i = kJobTagOffset + length; i < sizeof id.internal; ++i) {
+    if (id.internal[i] != 0) return false;
+  }
+  fields->job_tag.assign(tag, length);
   return true;
 }
 
@@ -52,12 +75,13 @@ IdFields derive_split_id(const IdFields& parent, std::uint32_t split_index, int 
   std::memcpy(child.random.data(), &hash.low64, 8);
   std::memcpy(child.random.data() + 8, &hash.high64, 8);
   child.creator_pid = parent.creator_pid;
+  child.job_tag = parent.job_tag;
   return child;
 }
 
 std::string segment_name(const IdFields& fields) {
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string name = "hostnccl-";
+  std::string name = fields.job_tag.empty() ? std::string(kShmNamePrefix) : job_shm_prefix(fields.job_tag);
   for (std::uint8_t byte : fields.random) {
     name += kHex[byte >> 4];
     name += kHex[byte & 15];

@@ -2,10 +2,18 @@
 // bootstrap helper, joins the communicator and sums rank-dependent integers with ncclAllReduce. It checks the sum
 // against its own computation and prints "allreduce ok: rank R of N, first F, last L" for the test to check again.
 // LAUNCHER_JOB_FAIL_RANK=R makes rank R exit with code 3 between two allreduces, leaving its peers waiting.
+// LAUNCHER_JOB_ABSENT_RANK=R makes rank R stay away from the communicator (it sleeps, then exits with code 4), so the
+// other ranks wait inside ncclCommInitRank with the segment created. With LAUNCHER_TEST_DIR set, every rank first
+// writes its pid to LAUNCHER_TEST_DIR/pid.<rank> and rank 0 its HOSTNCCL_JOB_TAG to LAUNCHER_TEST_DIR/tag.
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "abi/nccl_abi.h"
@@ -48,6 +56,13 @@ bool all_reduce_and_check(ncclComm_t comm, int rank, int world_size, std::int64_
   return true;
 }
 
+// Writes `text` to `path` through a temporary file and a rename, so a reader sees all of it or nothing.
+void publish_file(const std::string& path, const std::string& text) {
+  const std::string temporary = path + ".tmp";
+  std::ofstream(temporary) << text;
+  std::rename(temporary.c_str(), path.c_str());
+}
+
 }  // namespace
 
 int main() {
@@ -56,6 +71,15 @@ int main() {
   if (rank < 0 || world_size < 1 || rank >= world_size) {
     std::fprintf(stderr, "RANK and WORLD_SIZE must be set (run under hostnccl-run)\n");
     return 2;
+  }
+  if (const char* dir = std::getenv("LAUNCHER_TEST_DIR"); dir != nullptr && *dir != '\0') {
+    const char* tag = std::getenv("HOSTNCCL_JOB_TAG");
+    if (rank == 0) publish_file(std::string(dir) + "/tag", tag ? tag : "");  // before the pid: readers wait for that
+    publish_file(std::string(dir) + "/pid." + std::to_string(rank), std::to_string(getpid()));
+  }
+  if (rank_from_environment("LAUNCHER_JOB_ABSENT_RANK") == rank) {
+    std::this_thread::sleep_for(std::chrono::seconds(100));
+    return 4;
   }
   ncclUniqueId id{};
   std::string error;

@@ -48,17 +48,65 @@ TEST(HostncclApi, ExportsEveryEntryTwiceWithTheSameCode) {
 }
 
 TEST(HostncclApi, UniqueIdLayout) {
+  ScopedEnv env{{"HOSTNCCL_JOB_TAG", nullptr}};
   ncclUniqueId a, b;
   ASSERT_EQ(ncclGetUniqueId(&a), ncclSuccess);
   ASSERT_EQ(ncclGetUniqueId(&b), ncclSuccess);
-  std::uint32_t magic = 0;
+  std::uint32_t magic = 0, version = 0;
   std::int32_t pid = 0;
   std::memcpy(&magic, a.internal, 4);
+  std::memcpy(&version, a.internal + 4, 4);
   std::memcpy(&pid, a.internal + 24, 4);
   EXPECT_EQ(magic, 0x434E4E48u);
+  EXPECT_EQ(version, 2u);
   EXPECT_EQ(pid, getpid());
   EXPECT_NE(std::memcmp(a.internal + 8, b.internal + 8, 16), 0) << "16 random bytes";
+  for (std::size_t i = 28; i < sizeof a.internal; ++i) EXPECT_EQ(a.internal[i], 0) << "byte " << i;
   EXPECT_EQ(ncclGetUniqueId(nullptr), ncclInvalidArgument);
+}
+
+TEST(HostncclApi, UniqueIdCarriesTheJobTag) {
+  const std::string tag = "4242x0123456789abcdef";
+  ScopedEnv env{{"HOSTNCCL_JOB_TAG", tag.c_str()}};
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  EXPECT_EQ(std::string(id.internal + 28, tag.size()), tag);
+  for (std::size_t i = 28 + tag.size(); i < sizeof id.internal; ++i) EXPECT_EQ(id.internal[i], 0) << "byte " << i;
+  // The longest tag fills bytes 28..59 with no terminating zero.
+  const std::string longest(32, 'z');
+  ScopedEnv longest_env{{"HOSTNCCL_JOB_TAG", longest.c_str()}};
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  EXPECT_EQ(std::string(id.internal + 28, 32), longest);
+  ncclComm_t comm = nullptr;
+  ASSERT_EQ(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess) << last_error();
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+}
+
+TEST(HostncclApi, AnInvalidJobTagIsRefusedNamingTheVariable) {
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  for (const char* tag : {"Upper", "with-dash", "a/b", "..", "dot.ted", "123456789012345678901234567890123"}) {
+    ScopedEnv env{{"HOSTNCCL_JOB_TAG", tag}};
+    ncclUniqueId id;
+    EXPECT_EQ(ncclGetUniqueId(&id), ncclInvalidArgument) << tag;
+    EXPECT_NE(last_error().find(std::string("HOSTNCCL_JOB_TAG='") + tag + "' is not valid"), std::string::npos)
+        << last_error();
+    EXPECT_EQ(ncclCommInitAll(comms, 2, nullptr), ncclInvalidArgument) << tag;
+  }
+}
+
+TEST(HostncclApi, AnIdWithAMalformedTagIsRejected) {
+  ScopedEnv env{{"HOSTNCCL_JOB_TAG", "abc"}};
+  ncclUniqueId good;
+  ASSERT_EQ(ncclGetUniqueId(&good), ncclSuccess);
+  // A '/' would reach the object name; bytes after the tag must be zero, as ncclGetUniqueId writes them.
+  const std::vector<std::pair<std::size_t, char>> damage = {{29, '/'}, {28, 'A'}, {30, '-'}, {31, 0x01}, {127, 'x'}};
+  for (const auto& [offset, byte] : damage) {
+    ncclUniqueId id = good;
+    id.internal[offset] = byte;
+    ncclComm_t comm = nullptr;
+    EXPECT_EQ(ncclCommInitRank(&comm, 1, id, 0), ncclInvalidArgument) << "byte " << offset;
+    EXPECT_EQ(comm, nullptr);
+  }
 }
 
 TEST(HostncclApi, ErrorStringsAreNccls) {
@@ -428,6 +476,30 @@ TEST(HostncclSharedMemory, SegmentIsPrivateNamedFromTheIdAndUnlinkedOnceAllAttac
   EXPECT_TRUE(seen) << path << " never appeared";
   EXPECT_EQ(info.st_mode & 0777, 0600u);
   EXPECT_EQ(info.st_uid, getuid());
+  EXPECT_EQ(ncclCommInitRank(&comms[1], 2, id, 1), ncclSuccess);
+  rank0.join();
+  EXPECT_FALSE(path_exists(path));
+  for (ncclComm_t comm : comms) EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+}
+
+TEST(HostncclSharedMemory, ATaggedSegmentIsNamedWithTheTag) {
+  ScopedEnv env{{"HOSTNCCL_JOB_TAG", "77x00ff"}};
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  std::string path = "/dev/shm/hostnccl-77x00ff-";
+  for (int i = 8; i < 24; ++i) {
+    char hex[3];
+    std::snprintf(hex, sizeof hex, "%02x", static_cast<unsigned char>(id.internal[i]));
+    path += hex;
+  }
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  std::thread rank0([&] { EXPECT_EQ(ncclCommInitRank(&comms[0], 2, id, 0), ncclSuccess); });
+  bool seen = false;
+  for (int i = 0; i < 5000 && !seen; ++i) {
+    seen = path_exists(path);
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(seen) << path << " never appeared";
   EXPECT_EQ(ncclCommInitRank(&comms[1], 2, id, 1), ncclSuccess);
   rank0.join();
   EXPECT_FALSE(path_exists(path));

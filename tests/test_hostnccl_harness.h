@@ -125,10 +125,16 @@ class SharedMemory {
   std::size_t bytes_;
 };
 
-// The /dev/shm path of a communicator's segment, from the documented id layout (random bytes at offset 8..24).
+// The /dev/shm path of a communicator's segment, from the documented id layout (random bytes at offset 8..24, the
+// job tag, if any, from offset 28, zero-padded to 32 bytes).
 inline std::string segment_path(const ncclUniqueId& id) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string path = "/dev/shm/hostnccl-";
+  const std::string tag(id.internal + 28, strnlen(id.internal + 28, 32));
+  if (!tag.empty()) {
+    path += tag;
+    path += '-';
+  }
   for (int i = 8; i < 24; ++i) {
     const auto byte = static_cast<unsigned char>(id.internal[i]);
     path += kHex[byte >> 4];

@@ -1,5 +1,5 @@
 // Tests of hostnccl-run (run as a real binary on small shell jobs and, when hostnccl is built, on an NCCL job),
-// of its line prefixing, and of the unique-id bootstrap helper.
+// of its line prefixing, of its removal of the shared memory a job left, and of the unique-id bootstrap helper.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -22,7 +23,9 @@
 
 #include "abi/nccl_abi.h"
 #include "hostnccl/launcher/bootstrap.h"
+#include "hostnccl/launcher/job_shm.h"
 #include "hostnccl/launcher/line_prefixer.h"
+#include "hostnccl/shm_names.h"
 
 extern char** environ;
 
@@ -94,6 +97,41 @@ bool process_gone(pid_t pid) {
   const std::size_t close_paren = stat.rfind(')');
   return close_paren != std::string::npos && close_paren + 2 < stat.size() && stat[close_paren + 2] == 'Z';
 }
+
+// The names of the entries of `directory` that start with `prefix`, sorted.
+std::vector<std::string> entries_with_prefix(const fs::path& directory, const std::string& prefix) {
+  std::vector<std::string> names;
+  std::error_code error;
+  for (fs::directory_iterator it(directory, error); !error && it != fs::directory_iterator(); it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (name.starts_with(prefix)) names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Empty files in /dev/shm that a test creates and always removes again (also when it fails half-way).
+class ShmFiles {
+ public:
+  ShmFiles() = default;
+  ShmFiles(const ShmFiles&) = delete;
+  ShmFiles& operator=(const ShmFiles&) = delete;
+  ~ShmFiles() {
+    for (const std::string& name : names_) unlink(path(name).c_str());
+  }
+  bool create(const std::string& name) {
+    const int fd = open(path(name).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return false;
+    close(fd);
+    names_.push_back(name);
+    return true;
+  }
+  const std::vector<std::string>& names() const { return names_; }
+  static std::string path(const std::string& name) { return std::string(hostnccl::kShmDirectory) + "/" + name; }
+
+ private:
+  std::vector<std::string> names_;
+};
 
 // Waits a little for processes killed by the launcher to disappear (their reaping by init is asynchronous).
 bool process_gone_soon(pid_t pid) {
@@ -230,6 +268,50 @@ TEST(LinePrefixer, FlushesAnOverlongPartialLine) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// Job tags and the removal of a job's leftovers
+
+TEST(JobShm, TagsAreValidDistinctAndStartWithThePid) {
+  std::string first, second, error;
+  ASSERT_TRUE(detnccl::launcher::make_job_tag(&first, &error)) << error;
+  ASSERT_TRUE(detnccl::launcher::make_job_tag(&second, &error)) << error;
+  const std::string pid_part = std::to_string(getpid()) + "x";
+  for (const std::string& tag : {first, second}) {
+    EXPECT_TRUE(hostnccl::is_valid_job_tag(tag)) << tag;
+    EXPECT_EQ(tag.rfind(pid_part, 0), 0u) << tag;
+    EXPECT_EQ(tag.size(), pid_part.size() + 16) << tag;
+  }
+  EXPECT_NE(first, second) << "64 random bits each";
+}
+
+TEST_F(LauncherTest, RemovesExactlyTheEntriesThatStartWithThePrefix) {
+  const fs::path shm = dir_ / "shm";
+  fs::create_directory(shm);
+  const fs::path outside = dir_ / "outside";
+  std::ofstream(outside) << "kept";
+  std::ofstream(shm / "hostnccl-7x1-aaaa");                // empty, as after a kill between create and truncate
+  std::ofstream(shm / "hostnccl-7x1-bbbb") << "sized";     // sized
+  fs::create_symlink(outside, shm / "hostnccl-7x1-link");  // the link goes, not its target
+  fs::create_directory(shm / "hostnccl-7x1-dir");          // never a directory
+  const std::vector<std::string> others = {"hostnccl-7x1",      "hostnccl-7x10-cccc", "hostnccl-7x1-dir",
+                                           "hostnccl-8x1-aaaa", "hostnccl-0123abcd",  "other",
+                                           "xhostnccl-7x1-aaaa"};
+  for (const std::string& name : others) {
+    if (name != "hostnccl-7x1-dir") std::ofstream(shm / name);
+  }
+
+  EXPECT_TRUE(detnccl::launcher::remove_entries_with_prefix(shm.string(), "").empty());
+  const std::vector<std::string> removed =
+      detnccl::launcher::remove_entries_with_prefix(shm.string(), hostnccl::job_shm_prefix("7x1"));
+  EXPECT_EQ(removed, (std::vector<std::string>{"hostnccl-7x1-aaaa", "hostnccl-7x1-bbbb", "hostnccl-7x1-link"}));
+  std::vector<std::string> left = entries_with_prefix(shm, "");
+  std::vector<std::string> expected_left = others;
+  std::sort(expected_left.begin(), expected_left.end());
+  EXPECT_EQ(left, expected_left);
+  EXPECT_EQ(read_file(outside), "kept");
+  EXPECT_TRUE(detnccl::launcher::remove_entries_with_prefix((dir_ / "missing").string(), "hostnccl-").empty());
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // Bootstrap helper (with this file's fake ncclGetUniqueId)
 
 class BootstrapTest : public LauncherTest {};
@@ -333,14 +415,18 @@ TEST_F(BootstrapTest, ReadsTheEnvironment) {
 // hostnccl-run on shell jobs
 
 TEST_F(LauncherTest, SetsTheTorchrunEnvironmentForEveryRank) {
-  setenv("RANK", "99", 1);  // the launcher's own value must not leak into the ranks
+  setenv("RANK", "99", 1);  // the launcher's own values must not leak into the ranks
+  setenv("HOSTNCCL_JOB_TAG", "inherited", 1);
   setenv("LAUNCHER_TEST_KEPT", "kept-value", 1);
+  pid_t launcher = -1;
   const RunResult result =
       run_launcher({"-n", "3", "sh", "-c",
                     "echo \"env $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR $LAUNCHER_TEST_KEPT\"; "
-                    "echo \"port $MASTER_PORT\"; echo \"idfile $HOSTNCCL_ID_FILE\"; "
-                    "echo \"mode $(stat -c %a \"$(dirname \"$HOSTNCCL_ID_FILE\")\")\""});
+                    "echo \"port $MASTER_PORT\"; echo \"idfile $HOSTNCCL_ID_FILE\"; echo \"tag $HOSTNCCL_JOB_TAG\"; "
+                    "echo \"mode $(stat -c %a \"$(dirname \"$HOSTNCCL_ID_FILE\")\")\""},
+                   [&](pid_t pid) { launcher = pid; });
   unsetenv("RANK");
+  unsetenv("HOSTNCCL_JOB_TAG");
   unsetenv("LAUNCHER_TEST_KEPT");
   ASSERT_EQ(result.exit_code, 0) << diagnostics(result);
 
@@ -360,8 +446,12 @@ TEST_F(LauncherTest, SetsTheTorchrunEnvironmentForEveryRank) {
     EXPECT_EQ(seen[rank]["env"], r + " 3 " + r + " 3 127.0.0.1 kept-value");
     EXPECT_EQ(seen[rank]["idfile"], id_file) << "every rank must get the same id file";
     EXPECT_EQ(seen[rank]["port"], seen[0]["port"]);
+    EXPECT_EQ(seen[rank]["tag"], seen[0]["tag"]) << "every rank must get the same job tag";
     EXPECT_EQ(seen[rank]["mode"], "700") << "the id directory must be private";
   }
+  EXPECT_TRUE(hostnccl::is_valid_job_tag(seen[0]["tag"])) << seen[0]["tag"];
+  EXPECT_EQ(seen[0]["tag"].rfind(std::to_string(launcher) + "x", 0), 0u) << seen[0]["tag"];
+  EXPECT_TRUE(result.err.empty()) << "nothing to say on the normal path: " << result.err;
   const int port = std::stoi(seen[0]["port"]);
   EXPECT_GT(port, 0);
   EXPECT_LT(port, 65536);
@@ -539,6 +629,7 @@ TEST_P(LauncherNcclJobTest, EveryRankGetsTheSumOfAllRanksInputs) {
   const RunResult result =
       run_launcher({"-n", std::to_string(world_size), "--timeout", "60", LAUNCHER_ALLREDUCE_JOB_PATH});
   ASSERT_EQ(result.exit_code, 0) << diagnostics(result);
+  EXPECT_TRUE(result.err.empty()) << "nothing to say on the normal path: " << result.err;
   // The job sends (rank + 1) * 1000 + i at index i; the test sums that over the ranks on its own.
   long long first = 0;
   for (int rank = 0; rank < world_size; ++rank) first += (rank + 1) * 1000LL;
@@ -562,6 +653,91 @@ TEST_F(LauncherTest, StopsAnNcclJobWhenOneRankDiesBetweenCollectives) {
   EXPECT_EQ(result.exit_code, 3) << diagnostics(result);
   EXPECT_NE(result.err.find("rank 2 exited with code 3"), std::string::npos) << result.err;
   EXPECT_LT(result.seconds, 50) << diagnostics(result);
+}
+
+// A job whose ranks all die while their communicator is being created: rank 1 never joins, so rank 0 has created
+// the segment and waits in ncclCommInitRank (rank 2 too, attached or about to), and no rank is left to remove it.
+class LauncherStuckInitTest : public LauncherTest {
+ protected:
+  // Runs the job with 3 ranks under hostnccl-run `options`; once the job's segment exists, calls `stop` with the
+  // launcher's pid and the ranks' pids. Sets tag_ to the job's tag, prefix_ to its name prefix and segments_ to its
+  // entries seen in /dev/shm while it ran.
+  RunResult run_stuck_job(const std::vector<std::string>& options,
+                          const std::function<void(pid_t, const std::vector<pid_t>&)>& stop) {
+    setenv("LAUNCHER_JOB_ABSENT_RANK", "1", 1);
+    std::vector<std::string> args = {"-n", "3"};
+    args.insert(args.end(), options.begin(), options.end());
+    args.push_back(LAUNCHER_ALLREDUCE_JOB_PATH);
+    const RunResult result = run_launcher(args, [&](pid_t launcher) {
+      ASSERT_TRUE(wait_for_pid_files("pid", 3));
+      tag_ = read_file(dir_ / "tag");  // written before pid.0, through a rename
+      ASSERT_TRUE(hostnccl::is_valid_job_tag(tag_)) << "'" << tag_ << "'";
+      prefix_ = hostnccl::job_shm_prefix(tag_);
+      const auto deadline = steady_clock::now() + std::chrono::seconds(20);
+      while ((segments_ = entries_with_prefix(hostnccl::kShmDirectory, prefix_)).empty() &&
+             steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      ASSERT_FALSE(segments_.empty()) << "the job's segment never appeared";
+      stop(launcher, recorded_pids("pid", 3));
+    });
+    unsetenv("LAUNCHER_JOB_ABSENT_RANK");
+    return result;
+  }
+
+  // The one segment of the job was seen while it ran, and nothing of the job is left now.
+  void expect_segment_seen_and_gone() {
+    ASSERT_FALSE(prefix_.empty());
+    ASSERT_EQ(segments_.size(), 1u);
+    EXPECT_EQ(segments_[0].size(), prefix_.size() + 32) << segments_[0];
+    EXPECT_EQ(entries_with_prefix(hostnccl::kShmDirectory, prefix_), std::vector<std::string>{})
+        << "the job's shared memory was left in /dev/shm";
+  }
+
+  std::string tag_;
+  std::string prefix_;
+  std::vector<std::string> segments_;
+};
+
+TEST_F(LauncherStuckInitTest, RemovesTheSegmentWhenEveryRankIsKilledDuringInit) {
+  ShmFiles decoys;  // other jobs' objects, named as close to this job's as possible: they must stay
+  const RunResult result = run_stuck_job({"--timeout", "50"}, [&](pid_t, const std::vector<pid_t>& ranks) {
+    const std::string unique = std::to_string(getpid());
+    std::string untagged = "hostnccl-decoy";
+    untagged += unique;
+    untagged += "untagged";
+    for (const std::string& name : {hostnccl::job_shm_prefix(tag_ + "0") + "longer-tag", "hostnccl-" + tag_,
+                                    hostnccl::job_shm_prefix("decoy" + unique) + "other-job", untagged}) {
+      EXPECT_TRUE(decoys.create(name)) << name << ": " << std::strerror(errno);
+    }
+    // RATIONALE: stop them all first, so that no rank can see another die and unlink the name itself.
+    for (const pid_t pid : ranks) kill(pid, SIGSTOP);
+    for (const pid_t pid : ranks) kill(pid, SIGKILL);
+  });
+  EXPECT_EQ(result.exit_code, 128 + SIGKILL) << diagnostics(result);
+  expect_segment_seen_and_gone();
+  ASSERT_EQ(segments_.size(), 1u);
+  std::string message = "hostnccl-run: removed 1 shared-memory object(s) the job left in /dev/shm: ";
+  message += segments_[0];
+  message += '\n';
+  EXPECT_NE(result.err.find(message), std::string::npos) << result.err;
+  ASSERT_EQ(decoys.names().size(), 4u);
+  for (const std::string& name : decoys.names()) {
+    EXPECT_TRUE(fs::exists(ShmFiles::path(name))) << name << " belongs to no job of this launcher";
+  }
+}
+
+TEST_F(LauncherStuckInitTest, RemovesTheSegmentAfterTheTimeout) {
+  const RunResult result = run_stuck_job({"--timeout", "5"}, [](pid_t, const std::vector<pid_t>&) {});
+  EXPECT_EQ(result.exit_code, 124) << diagnostics(result);
+  expect_segment_seen_and_gone();
+}
+
+TEST_F(LauncherStuckInitTest, RemovesTheSegmentWhenTheLauncherIsInterrupted) {
+  const RunResult result =
+      run_stuck_job({"--timeout", "50"}, [](pid_t launcher, const std::vector<pid_t>&) { kill(launcher, SIGINT); });
+  EXPECT_EQ(result.exit_code, 128 + SIGINT) << diagnostics(result);
+  expect_segment_seen_and_gone();
 }
 #endif
 

@@ -23,9 +23,10 @@ int main(int argc, char** argv) {
   using detnccl::launcher::kExitUsage;
   CLI::App app{
       "Starts N copies of PROGRAM as the ranks of one job on this machine (the way torchrun does), with RANK, "
-      "WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and HOSTNCCL_ID_FILE set. Output lines "
-      "are prefixed with '[rank R] '. If a rank fails or the timeout passes, the other ranks are stopped and the "
-      "launcher exits non-zero.",
+      "WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, HOSTNCCL_ID_FILE and HOSTNCCL_JOB_TAG "
+      "set. Output lines are prefixed with '[rank R] '. If a rank fails or the timeout passes, the other ranks are "
+      "stopped and the launcher exits non-zero. Once all ranks are gone, hostnccl shared memory the job left in "
+      "/dev/shm is removed.",
       "hostnccl-run"};
   app.footer(
       "Usage: hostnccl-run -n N [--timeout SECONDS] [--grace SECONDS] [--no-prefix] [--] PROGRAM ARGS...\n"

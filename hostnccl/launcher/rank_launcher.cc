@@ -21,7 +21,9 @@
 #include <optional>
 #include <string_view>
 
+#include "hostnccl/launcher/job_shm.h"
 #include "hostnccl/launcher/line_prefixer.h"
+#include "hostnccl/shm_names.h"
 
 extern char** environ;
 
@@ -128,12 +130,15 @@ int find_free_loopback_port() {
   return port;
 }
 
-// The environment of one rank: the launcher's own, with the torchrun-style variables replaced.
-std::vector<std::string> rank_environment(int rank, int world_size, const std::string& id_file, int master_port) {
+// The environment of one rank: the launcher's own, with the torchrun-style variables and the job's
+// HOSTNCCL_ID_FILE and HOSTNCCL_JOB_TAG replaced.
+std::vector<std::string> rank_environment(int rank, int world_size, const std::string& id_file,
+                                          const std::string& job_tag, int master_port) {
   std::vector<std::pair<std::string, std::string>> ours = {
       {"RANK", std::to_string(rank)},       {"WORLD_SIZE", std::to_string(world_size)},
       {"LOCAL_RANK", std::to_string(rank)}, {"LOCAL_WORLD_SIZE", std::to_string(world_size)},
       {"MASTER_ADDR", "127.0.0.1"},         {"HOSTNCCL_ID_FILE", id_file},
+      {hostnccl::kJobTagVariable, job_tag},
   };
   if (master_port > 0) ours.emplace_back("MASTER_PORT", std::to_string(master_port));
   std::vector<std::string> environment;
@@ -210,9 +215,11 @@ class Job {
     if (!start_ranks()) {
       stop_all(SIGKILL);
       wait_for_all_ranks();
+      remove_leftover_shared_memory();
       return kExitUsage;
     }
     supervise();
+    remove_leftover_shared_memory();
     return result_.value_or(0);
   }
 
@@ -227,6 +234,11 @@ class Job {
     }
     temp_dir_ = pattern;
     id_file_ = temp_dir_ + "/unique-id";
+    std::string why;
+    if (!make_job_tag(&job_tag_, &why)) {
+      report("cannot make a job tag: " + why);
+      return false;
+    }
 
     if (pipe2(signal_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
       report("cannot create a pipe: " + errno_text(errno));
@@ -257,7 +269,7 @@ class Job {
       Rank& rank = ranks_[static_cast<std::size_t>(index)];
       rank.index = index;
       std::vector<std::string> environment_strings =
-          rank_environment(index, options_.world_size, id_file_, master_port);
+          rank_environment(index, options_.world_size, id_file_, job_tag_, master_port);
       std::vector<char*> envp = as_pointer_array(environment_strings);
 
       std::array<std::array<int, 2>, 2> pipes{{{-1, -1}, {-1, -1}}};
@@ -423,6 +435,29 @@ class Job {
     }
   }
 
+  // RATIONALE: hostnccl's ranks remove their segments themselves, unless all of them die while a communicator is
+  // being created. Once no rank is left, whatever carries the job's tag is such a leftover: nobody can attach to it.
+  void remove_leftover_shared_memory() {
+    if (job_tag_.empty()) return;
+    const std::vector<std::string> removed =
+        remove_entries_with_prefix(hostnccl::kShmDirectory, hostnccl::job_shm_prefix(job_tag_));
+    if (removed.empty()) return;
+    constexpr std::size_t kNamesShown = 4;
+    std::string names;
+    for (std::size_t i = 0; i < removed.size() && i < kNamesShown; ++i) {
+      names += ' ';
+      names += removed[i];
+    }
+    if (removed.size() > kNamesShown) names += " and " + std::to_string(removed.size() - kNamesShown) + " more";
+    std::string message = "removed ";
+    message += std::to_string(removed.size());
+    message += " shared-memory object(s) the job left in ";
+    message += hostnccl::kShmDirectory;
+    message += ':';
+    message += names;
+    report(message);
+  }
+
   void begin_stopping() {
     stop_all(SIGTERM);
     if (!kill_at_) kill_at_ = Clock::now() + options_.kill_grace;
@@ -459,6 +494,7 @@ class Job {
   const LaunchOptions& options_;
   std::string temp_dir_;
   std::string id_file_;
+  std::string job_tag_;  // HOSTNCCL_JOB_TAG of every rank: names the job's shared memory
   int signal_pipe_[2] = {-1, -1};
   int null_stdin_ = -1;  // /dev/null for the ranks' stdin when the launcher's is a terminal
   std::vector<Rank> ranks_;

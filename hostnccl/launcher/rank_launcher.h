@@ -27,12 +27,14 @@ struct LaunchOptions {
 std::string find_program(const std::string& name, std::string* why);
 
 // Starts options.world_size copies of the program, each with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
-// MASTER_ADDR, MASTER_PORT (unless already set) and HOSTNCCL_ID_FILE (a file in a fresh private directory that
-// is removed at the end), each in its own process group. Relays output, forwards SIGINT/SIGTERM/SIGHUP, and stops
-// every rank when one fails or the timeout passes. Returns the exit code the launcher should exit with: 0 when every
-// rank exited 0, else the first failing rank's code (128 + signal if it was killed), 124 on timeout, 128 + signal
-// when the launcher itself was interrupted, or 2 when the job could not be started. Call at most once per process:
-// it installs signal handlers for SIGCHLD, SIGINT, SIGTERM, SIGHUP and ignores SIGPIPE.
+// MASTER_ADDR, MASTER_PORT (unless already set), HOSTNCCL_ID_FILE (a file in a fresh private directory that
+// is removed at the end) and HOSTNCCL_JOB_TAG (a fresh tag, see job_shm.h), each in its own process group. Relays
+// output, forwards SIGINT/SIGTERM/SIGHUP, and stops every rank when one fails or the timeout passes. Once every rank
+// has exited, removes the shared memory still carrying the job's tag (saying so on stderr). Returns the exit code the
+// launcher should exit with: 0 when every rank exited 0, else the first failing rank's code (128 + signal if it was
+// killed), 124 on timeout, 128 + signal when the launcher itself was interrupted, or 2 when the job could not be
+// started. Call at most once per process: it installs signal handlers for SIGCHLD, SIGINT, SIGTERM, SIGHUP and ignores
+// SIGPIPE.
 int launch_ranks(const LaunchOptions& options);
 
 }  // namespace detnccl::launcher

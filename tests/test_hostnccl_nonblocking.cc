@@ -1,0 +1,157 @@
+// hostnccl's non-blocking communicators (ncclConfig_t.blocking = 0): calls return ncclInProgress, the operations
+// complete on a background thread, ncclCommGetAsyncError reports ncclInProgress until then and the group's result
+// after; a call made before completion is refused; a group may not mix blocking and non-blocking communicators.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "tests/test_hostnccl_harness.h"
+
+namespace {
+
+using hostnccl_test::fork_ranks;
+using hostnccl_test::RankCheck;
+
+ncclResult_t init_non_blocking(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  return ncclCommInitRankConfig(comm, nranks, id, rank, &config);
+}
+
+// Polls ncclCommGetAsyncError until the state is no longer ncclInProgress; returns that state.
+ncclResult_t wait_for(ncclComm_t comm, RankCheck& check) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  ncclResult_t state = ncclInProgress;
+  while (state == ncclInProgress && std::chrono::steady_clock::now() < deadline) {
+    if (!check.ok(ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError")) return ncclInternalError;
+    if (state == ncclInProgress) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return state;
+}
+
+TEST(HostncclNonBlocking, AllReduceReturnsInProgressAndCompletesWhenPolled) {
+  constexpr int kRanks = 4;
+  constexpr std::size_t kCount = 100000;  // several slots' worth of chunks
+  const auto result = fork_ranks(kRanks, [&](int rank, const ncclUniqueId& id) {
+    RankCheck check(rank);
+    ncclComm_t comm = nullptr;
+    if (!check.ok(init_non_blocking(&comm, kRanks, id, rank), "ncclCommInitRankConfig")) return 1;
+    std::vector<std::int64_t> data(kCount);
+    for (std::size_t i = 0; i < kCount; ++i) data[i] = static_cast<std::int64_t>(i) * (rank + 1);
+    for (int round = 0; round < 3; ++round) {
+      const ncclResult_t issued = ncclAllReduce(data.data(), data.data(), kCount, ncclInt64, ncclSum, comm, nullptr);
+      check.expect(issued == ncclInProgress, "round %d: ncclAllReduce returned %d, expected ncclInProgress", round,
+                   static_cast<int>(issued));
+      check.expect(wait_for(comm, check) == ncclSuccess, "round %d: the AllReduce did not complete", round);
+    }
+    // Round 1 sums i * (1 + 2 + 3 + 4); rounds 2 and 3 each sum four equal values.
+    for (std::size_t i = 0; i < kCount; i += 997) {
+      const std::int64_t expected = static_cast<std::int64_t>(i) * 10 * kRanks * kRanks;
+      if (!check.expect(data[i] == expected, "element %zu is %lld, expected %lld", i, static_cast<long long>(data[i]),
+                        static_cast<long long>(expected))) {
+        break;
+      }
+    }
+    check.ok(ncclCommDestroy(comm), "ncclCommDestroy");
+    return check.failures() == 0 ? 0 : 1;
+  });
+  EXPECT_TRUE(result.all_ok());
+}
+
+TEST(HostncclNonBlocking, GroupedSendRecvRingCompletesInTheBackground) {
+  constexpr int kRanks = 3;
+  constexpr std::size_t kBytes = 3 << 20;  // larger than a ring buffer: the transfer needs many passes
+  const auto result = fork_ranks(kRanks, [&](int rank, const ncclUniqueId& id) {
+    RankCheck check(rank);
+    ncclComm_t comm = nullptr;
+    if (!check.ok(init_non_blocking(&comm, kRanks, id, rank), "ncclCommInitRankConfig")) return 1;
+    std::vector<std::uint8_t> out(kBytes), in(kBytes, 0);
+    for (std::size_t i = 0; i < kBytes; ++i) out[i] = static_cast<std::uint8_t>(i * 7 + rank);
+    const int next = (rank + 1) % kRanks, previous = (rank + kRanks - 1) % kRanks;
+    check.ok(ncclGroupStart(), "ncclGroupStart");
+    check.ok(ncclSend(out.data(), kBytes, ncclUint8, next, comm, nullptr), "ncclSend");
+    check.ok(ncclRecv(in.data(), kBytes, ncclUint8, previous, comm, nullptr), "ncclRecv");
+    const ncclResult_t end = ncclGroupEnd();
+    check.expect(end == ncclInProgress, "ncclGroupEnd returned %d, expected ncclInProgress", static_cast<int>(end));
+    check.expect(wait_for(comm, check) == ncclSuccess, "the grouped send/recv did not complete");
+    for (std::size_t i = 0; i < kBytes; i += 4099) {
+      if (!check.expect(in[i] == static_cast<std::uint8_t>(i * 7 + previous), "byte %zu differs", i)) break;
+    }
+    check.ok(ncclCommDestroy(comm), "ncclCommDestroy");
+    return check.failures() == 0 ? 0 : 1;
+  });
+  EXPECT_TRUE(result.all_ok());
+}
+
+TEST(HostncclNonBlocking, CallBeforeCompletionIsRefusedAndTheCommunicatorStaysUsable) {
+  constexpr int kRanks = 2;
+  const auto result = fork_ranks(kRanks, [&](int rank, const ncclUniqueId& id) {
+    RankCheck check(rank);
+    ncclComm_t comm = nullptr;
+    if (!check.ok(init_non_blocking(&comm, kRanks, id, rank), "ncclCommInitRankConfig")) return 1;
+    float value = static_cast<float>(rank + 1);
+    if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 0's first call must wait
+    check.expect(ncclAllReduce(&value, &value, 1, ncclFloat32, ncclSum, comm, nullptr) == ncclInProgress,
+                 "first AllReduce did not return ncclInProgress");
+    if (rank == 0) {
+      float other = 1;
+      const ncclResult_t early = ncclAllReduce(&other, &other, 1, ncclFloat32, ncclSum, comm, nullptr);
+      check.expect(early == ncclInvalidUsage, "a call during ncclInProgress returned %d, expected ncclInvalidUsage",
+                   static_cast<int>(early));
+    }
+    check.expect(wait_for(comm, check) == ncclSuccess, "the first AllReduce did not complete");
+    check.expect(value == 3.0f, "first AllReduce gave %g, expected 3", static_cast<double>(value));
+    check.expect(ncclAllReduce(&value, &value, 1, ncclFloat32, ncclSum, comm, nullptr) == ncclInProgress,
+                 "second AllReduce did not return ncclInProgress");
+    check.expect(wait_for(comm, check) == ncclSuccess, "the second AllReduce did not complete");
+    check.expect(value == 6.0f, "second AllReduce gave %g, expected 6", static_cast<double>(value));
+    check.ok(ncclCommDestroy(comm), "ncclCommDestroy");
+    return check.failures() == 0 ? 0 : 1;
+  });
+  EXPECT_TRUE(result.all_ok());
+}
+
+TEST(HostncclNonBlocking, PeerDeathIsReportedThroughTheAsyncError) {
+  constexpr int kRanks = 2;
+  const auto result = fork_ranks(kRanks, [&](int rank, const ncclUniqueId& id) {
+    RankCheck check(rank);
+    ncclComm_t comm = nullptr;
+    if (!check.ok(init_non_blocking(&comm, kRanks, id, rank), "ncclCommInitRankConfig")) return 1;
+    if (rank == 1) _exit(0);  // leaves without taking part
+    double value = 1;
+    check.expect(ncclAllReduce(&value, &value, 1, ncclFloat64, ncclSum, comm, nullptr) == ncclInProgress,
+                 "AllReduce did not return ncclInProgress");
+    const ncclResult_t state = wait_for(comm, check);
+    check.expect(state == ncclRemoteError, "async error is %d, expected ncclRemoteError", static_cast<int>(state));
+    ncclCommAbort(comm);
+    return check.failures() == 0 ? 0 : 1;
+  });
+  EXPECT_TRUE(result.all_ok());
+}
+
+TEST(HostncclNonBlocking, GroupMixingBlockingAndNonBlockingCommunicatorsIsRefused) {
+  ncclUniqueId first_id, second_id;
+  ASSERT_EQ(ncclGetUniqueId(&first_id), ncclSuccess);
+  ASSERT_EQ(ncclGetUniqueId(&second_id), ncclSuccess);
+  ncclComm_t non_blocking = nullptr, blocking = nullptr;
+  ASSERT_EQ(init_non_blocking(&non_blocking, 1, first_id, 0), ncclSuccess);
+  ASSERT_EQ(ncclCommInitRank(&blocking, 1, second_id, 0), ncclSuccess);
+  int a = 1, b = 2;
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  EXPECT_EQ(ncclAllReduce(&a, &a, 1, ncclInt32, ncclSum, non_blocking, nullptr), ncclSuccess);
+  EXPECT_EQ(ncclAllReduce(&b, &b, 1, ncclInt32, ncclSum, blocking, nullptr), ncclSuccess);
+  EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("mix blocking and non-blocking"), std::string::npos);
+  // Both still work on their own.
+  EXPECT_EQ(ncclAllReduce(&b, &b, 1, ncclInt32, ncclSum, blocking, nullptr), ncclSuccess);
+  EXPECT_EQ(ncclAllReduce(&a, &a, 1, ncclInt32, ncclSum, non_blocking, nullptr), ncclInProgress);
+  RankCheck check(0);
+  EXPECT_EQ(wait_for(non_blocking, check), ncclSuccess);
+  EXPECT_EQ(ncclCommDestroy(non_blocking), ncclSuccess);
+  EXPECT_EQ(ncclCommDestroy(blocking), ncclSuccess);
+}
+
+}  // namespace
