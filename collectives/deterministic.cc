@@ -2,12 +2,14 @@
 #include "collectives/deterministic.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <limits>
 #include <new>
 #include <string>
+#include <thread>
 
 #include "collectives/algorithm.h"
 #include "collectives/dtype_arith.h"
@@ -203,7 +205,9 @@ ncclResult_t run(const Call& call) {
     ++chunks;
     if (result != ncclSuccess) {
       std::string message = exchange.error().empty() ? backend->last_error() : exchange.error();
-      if (result == ncclInProgress) message += " (non-blocking communicators are not supported in deterministic mode)";
+      if (result == ncclInProgress) {
+        message += " (a non-blocking communicator: pass P2pFunctions::comm_get_async_error to wait for the enqueue)";
+      }
       if (call.report != nullptr) call.report->chunks = chunks;
       return fail(
           call.report, result,
@@ -215,6 +219,22 @@ ncclResult_t run(const Call& call) {
     call.report->bytes_sent = exchange.bytes_sent();
   }
   return ncclSuccess;
+}
+
+// A non-blocking communicator's state after its last call: polled until NCCL has enqueued the work (ncclSuccess) or
+// failed. RATIONALE: the next step (a reduce kernel on the same stream, or a CPU loop over received data) must come
+// after the transfers, and NCCL accepts no new call on the communicator meanwhile.
+ncclResult_t wait_while_in_progress(const P2pFunctions& nccl, ncclComm_t comm) {
+  for (unsigned polls = 0;; ++polls) {
+    ncclResult_t state = ncclInProgress;
+    if (const ncclResult_t queried = nccl.comm_get_async_error(comm, &state); queried != ncclSuccess) return queried;
+    if (state != ncclInProgress) return state;
+    if (polls < 64) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
 }
 
 // The host job must never see an exception from us.
@@ -251,7 +271,10 @@ ncclResult_t Exchange::run() {
     if (t.sending) sent += t.bytes;
   }
   // A group that was opened is always closed, even after a failed call inside it.
-  const ncclResult_t end = nccl_.group_end();
+  ncclResult_t end = nccl_.group_end();
+  if (end == ncclInProgress && first_failure == ncclSuccess && nccl_.comm_get_async_error != nullptr) {
+    end = wait_while_in_progress(nccl_, comm_);
+  }
   if (end != ncclSuccess && first_failure == ncclSuccess) {
     first_failure = end;
     error_ = "ncclGroupEnd returned " + std::to_string(static_cast<int>(end));
@@ -322,18 +345,13 @@ Reduction premul_sum_reduction(const void* scalar, ncclDataType_t datatype, nccl
   return reduction;
 }
 
-Classification classify(ncclDataType_t datatype, const Reduction& reduction, bool blocking_communicator) {
+Classification classify(ncclDataType_t datatype, const Reduction& reduction) {
   const std::string type = "datatype " + std::to_string(static_cast<int>(datatype));
   if (arith::dtype_size(datatype) == 0)
     return {Handling::kUnsupported, type + " is not an NCCL datatype detnccl knows"};
   if (!valid_kind(reduction.kind)) return {Handling::kUnsupported, "the reduction operator is not one detnccl knows"};
   if (!arith::dtype_is_floating(datatype)) {
     return {Handling::kPassThrough, "integer reductions give the same bits in any order (" + type + ")"};
-  }
-  if (!blocking_communicator) {
-    return {Handling::kUnsupported,
-            "deterministic reductions on non-blocking communicators (ncclConfig_t.blocking = 0) are not supported: "
-            "create the communicator with blocking = 1, or set DETNCCL_DETERMINISTIC=warn to run NCCL's reduction"};
   }
   return {Handling::kSubstitute, {}};
 }

@@ -39,6 +39,9 @@ struct P2pFunctions {
                        cudaStream_t stream) = nullptr;
   ncclResult_t (*group_start)() = nullptr;
   ncclResult_t (*group_end)() = nullptr;
+  /* Needed for non-blocking communicators only: after a ncclGroupEnd that returned ncclInProgress, the algorithms
+   * poll it until the transfers are enqueued (or failed) before they go on. Without it ncclInProgress is an error. */
+  ncclResult_t (*comm_get_async_error)(ncclComm_t comm, ncclResult_t* async_error) = nullptr;
 };
 
 /* The reductions this library computes. */
@@ -120,10 +123,11 @@ struct Classification {
   std::string reason;  // for kPassThrough and kUnsupported: one sentence naming the datatype/op/communicator
 };
 
-/* Decides how deterministic mode handles a reduction of `datatype` with `reduction` on a communicator. Non-blocking
- * communicators (ncclConfig_t.blocking == 0) are unsupported: their ncclGroupEnd may return before the operations
- * are enqueued, so the reduce steps could not be ordered after the transfers. */
-Classification classify(ncclDataType_t datatype, const Reduction& reduction, bool blocking_communicator);
+/* Decides how deterministic mode handles a reduction of `datatype` with `reduction`: floating-point ones are
+ * substituted, integer ones passed through, anything this library does not know refused. Non-blocking communicators
+ * are supported when P2pFunctions::comm_get_async_error is given: each exchange waits until NCCL has enqueued its
+ * transfers, so the reduce steps that follow are ordered after them. */
+Classification classify(ncclDataType_t datatype, const Reduction& reduction);
 
 /* The algorithm DETNCCL_ALGO=auto picks: a pure function of the call's shape, identical on every rank
  * (docs/deterministic.md, "Choosing an algorithm"). `count` is the NCCL call's count (per-rank count for

@@ -13,6 +13,7 @@
 
 #include "collectives/deterministic.h"
 #include "interpose/buffer_location.h"
+#include "interpose/non_blocking.h"
 #include "interpose/real_nccl.h"
 #include "interpose/shim_log.h"
 
@@ -27,7 +28,6 @@ constexpr int kExitCannotHonour = 78;
 struct CommunicatorState {
   int rank = -1;
   int nranks = 0;
-  bool blocking = true;
   coll::Workspace workspace;
   std::map<std::int32_t, coll::Reduction> premulsum;  // by ncclRedOp_t
 };
@@ -96,6 +96,11 @@ ncclResult_t execute(const CallShape& shape, const coll::Reduction& reduction, C
   nccl.recv = DETNCCL_REAL(ncclRecv);
   nccl.group_start = DETNCCL_REAL(ncclGroupStart);
   nccl.group_end = DETNCCL_REAL(ncclGroupEnd);
+  nccl.comm_get_async_error = DETNCCL_REAL(ncclCommGetAsyncError);
+  // A non-blocking communicator may still be enqueueing the work of the user's last call or group (a deferred
+  // reduction runs right after a ncclGroupEnd that may have returned ncclInProgress): NCCL takes no new call
+  // before that is done.
+  wait_until_enqueued(shape.comm);
   coll::CallContext context;
   context.comm = shape.comm;
   context.rank = comm.rank;
@@ -168,7 +173,7 @@ std::optional<ncclResult_t> run_deterministic(const CallShape& shape, bool in_gr
     }
     coll::Classification how;
     if (reduction) {
-      how = coll::classify(shape.datatype, *reduction, comm->blocking);
+      how = coll::classify(shape.datatype, *reduction);
     } else {
       how.reason = "reduction operator " + std::to_string(shape.redop) + " was not created by ncclRedOpCreatePreMulSum";
     }
@@ -211,15 +216,6 @@ ncclResult_t run_deferred_deterministic() noexcept {
     if (first_failure == ncclSuccess) first_failure = result;
   }
   return first_failure;
-}
-
-void note_communicator_config(ncclComm_t comm, const ncclConfig_t* config) noexcept {
-  if (!deterministic_enabled() || comm == nullptr || config == nullptr) return;
-  try {
-    // NCCL's default is blocking; only an explicit 0 makes a communicator non-blocking.
-    communicator_state(comm)->blocking = config->blocking != 0;
-  } catch (...) {
-  }
 }
 
 void note_premulsum(ncclComm_t comm, ncclRedOp_t op, const void* scalar, ncclDataType_t datatype,

@@ -29,9 +29,6 @@ std::optional<ncclResult_t> run_deterministic(const CallShape& shape, bool in_gr
 // Returns the first failure, or ncclSuccess.
 ncclResult_t run_deferred_deterministic() noexcept;
 
-// A communicator's facts deterministic mode needs: whether it is blocking (from its ncclConfig_t).
-void note_communicator_config(ncclComm_t comm, const ncclConfig_t* config) noexcept;
-
 // A PreMulSum operator was created: remembers what it computes (a host-immediate scalar is copied now).
 void note_premulsum(ncclComm_t comm, ncclRedOp_t op, const void* scalar, ncclDataType_t datatype,
                     ncclScalarResidence_t residence) noexcept;

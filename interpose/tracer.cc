@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -23,10 +25,13 @@
 #include "hash/fingerprint.h"
 #include "hash/tree_shape.h"
 #include "interpose/buffer_location.h"
+#include "interpose/deterministic.h"
 #include "interpose/device_fingerprints.h"
+#include "interpose/non_blocking.h"
 #include "interpose/real_nccl.h"
 #include "interpose/shim_log.h"
 #include "interpose/shim_state.h"
+#include "interpose/traced_op.h"
 #include "records/communicator_id.h"
 #include "records/record_writer.h"
 
@@ -38,6 +43,8 @@ constexpr int kExitInvalidConfiguration = 78;
 constexpr std::uint32_t kDetncclVersion = 100;  // 0.1.0 as major * 10000 + minor * 100 + patch
 constexpr const char* kDetncclVersionText = "0.1.0";
 
+// What the tracer knows about one communicator. Kept until the process ends (Process::every_communicator), since a
+// thread's CommunicatorCache may still point at it after ncclCommDestroy: a few dozen bytes per communicator.
 struct Communicator {
   std::uint64_t ordinal = 0;
   std::uint64_t id = 0;
@@ -68,7 +75,7 @@ struct DigestSource {
 // fingerprints.
 struct PendingCall {
   records::CallFields fields;
-  std::shared_ptr<Communicator> communicator;
+  ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
   DigestSource input, output;
   const void* output_data = nullptr;
@@ -83,14 +90,17 @@ struct Process {
   config::Config config;
   std::vector<std::string> environment_copy;  // for the log header (NCCL_* variables)
 
-  std::mutex mutex;  // guards everything below up to the atomics
-  std::unordered_map<ncclComm_t, std::shared_ptr<Communicator>> communicators;
+  std::mutex mutex;                                               // guards everything below up to the atomics
+  std::vector<std::unique_ptr<Communicator>> every_communicator;  // destroyed ones included (see Communicator)
+  std::unordered_map<ncclComm_t, Communicator*> communicators;    // the live ones, by handle
   std::map<std::pair<ncclComm_t, std::int32_t>, PreMulSumScalar> premulsum;
   std::unique_ptr<records::RecordWriter> writer;
   bool writer_attempted = false;
   std::uint32_t global_rank = 0;
 
   std::atomic<records::RecordWriter*> active_writer{nullptr};
+  // Changes with every change of `communicators` (under mutex); CommunicatorCache reads it without the mutex.
+  std::atomic<std::uint64_t> communicators_generation{0};
   std::atomic<std::uint64_t> next_ordinal{0};
   std::atomic<std::uint64_t> next_call{0};
   std::atomic<std::uint64_t> next_group{1};
@@ -118,7 +128,36 @@ struct GroupState {
   std::uint64_t group_id = 0;
   std::vector<PendingCall> pending;
 };
-thread_local GroupState t_group;
+
+// The communicators one thread used last, by handle.
+// RATIONALE: every traced call needs its communicator, and looking it up in Process::communicators means taking
+// Process::mutex on every call, from every thread. The cache is valid while Process::communicators_generation still
+// has the value it had when the entries were looked up. The map and the generation change together under the mutex,
+// so a thread that reads an unchanged generation has seen no change of the map that happened before its call: a
+// communicator destroyed (and its handle perhaps reused by a new one) before the call reaches every cache as a new
+// generation. A call racing the destruction of its own communicator is the job's error in NCCL too; even then an
+// entry cannot dangle, since Communicator objects are kept until the process ends.
+struct CommunicatorCache {
+  static constexpr std::size_t kEntries = 4;
+  std::uint64_t generation = 0;
+  std::array<ncclComm_t, kEntries> comms{};
+  std::array<Communicator*, kEntries> communicators{};
+  std::size_t next = 0;  // the entry the next miss replaces
+};
+
+// What one thread keeps between its NCCL calls.
+// RATIONALE: one thread_local object, because in a shared library each access to one costs a call (and a check
+// that its destructor is registered): a traced call looks it up once and passes it on.
+struct ThreadState {
+  GroupState group;
+  CommunicatorCache communicators;
+};
+thread_local ThreadState t_thread;
+
+// This thread's ThreadState.
+// RATIONALE: not inlined, so that a traced call keeps the address in a register: GCC recomputes the address of an
+// inlined thread_local (a call into the dynamic linker, in a shared library) at every use.
+[[gnu::noinline]] ThreadState& thread_state() noexcept { return t_thread; }
 
 std::string hex64(std::uint64_t value) { return hash::format_digest(value); }
 
@@ -241,10 +280,38 @@ void create_writer(Process& process, const Communicator& first, bool id_is_share
   process.active_writer.store(process.writer.get(), std::memory_order_release);
 }
 
-std::shared_ptr<Communicator> find_communicator(Process& process, ncclComm_t comm) {
+Communicator* find_communicator(Process& process, ncclComm_t comm) {
   const std::lock_guard<std::mutex> lock(process.mutex);
   const auto found = process.communicators.find(comm);
   return found == process.communicators.end() ? nullptr : found->second;
+}
+
+// Caller holds process.mutex and has just changed process.communicators.
+void communicators_changed(Process& process) {
+  process.communicators_generation.fetch_add(1, std::memory_order_release);
+}
+
+// The communicator a traced call names, from this thread's cache when it can (see CommunicatorCache), or nullptr
+// for one we did not see created.
+Communicator* find_communicator_for_call(Process& process, CommunicatorCache& cache, ncclComm_t comm) {
+  if (cache.generation == process.communicators_generation.load(std::memory_order_acquire)) {
+    for (std::size_t i = 0; i < CommunicatorCache::kEntries; ++i) {
+      if (cache.comms[i] == comm && cache.communicators[i] != nullptr) return cache.communicators[i];
+    }
+  }
+  const std::lock_guard<std::mutex> lock(process.mutex);
+  const std::uint64_t generation = process.communicators_generation.load(std::memory_order_relaxed);
+  if (cache.generation != generation) {
+    cache = CommunicatorCache{};
+    cache.generation = generation;
+  }
+  const auto found = process.communicators.find(comm);
+  if (found == process.communicators.end()) return nullptr;
+  const std::size_t entry = cache.next;
+  cache.next = (entry + 1) % CommunicatorCache::kEntries;
+  cache.comms[entry] = comm;
+  cache.communicators[entry] = found->second;
+  return found->second;
 }
 
 bool fingerprint_into(const void* data, std::uint64_t bytes, std::uint64_t blocks, bool segments,
@@ -377,8 +444,11 @@ void submit(PendingCall&& call) noexcept {
   }
 }
 
-// Outputs are fingerprinted once the call (or its group) has run.
+// Outputs are fingerprinted once the call (or its group) has run. A non-blocking communicator's call may return
+// ncclInProgress before NCCL has enqueued its work: its outputs are fingerprinted once it has (the kernels then come
+// after the operation on the stream), and the record keeps the state the call settled in.
 void complete(PendingCall&& call) noexcept {
+  if (call.hash_output && call.fields.result == ncclInProgress) call.fields.result = wait_until_enqueued(call.comm);
   if (call.hash_output && call.fields.result == ncclSuccess) {
     start_digests(call.output_data, call.output_bytes, call.output_blocks, call.stream, call.output);
   }
@@ -419,15 +489,15 @@ void on_communicator_created(ncclComm_t comm, const CommunicatorOrigin& origin) 
   Process* process = g_process;
   if (process == nullptr) return;
   try {
-    std::shared_ptr<Communicator> parent;
+    Communicator* parent = nullptr;
     std::uint64_t derivation = 0;
     if (origin.parent != nullptr) {
       parent = find_communicator(*process, origin.parent);
-      if (parent) derivation = parent->derivations.fetch_add(1);
+      if (parent != nullptr) derivation = parent->derivations.fetch_add(1);
     }
     if (comm == nullptr) return;
 
-    auto created = std::make_shared<Communicator>();
+    auto created = std::make_unique<Communicator>();
     int count = 0, rank = 0, device = -1;
     if (DETNCCL_REAL(ncclCommCount)(comm, &count) == ncclSuccess) created->nranks = static_cast<std::uint32_t>(count);
     if (DETNCCL_REAL(ncclCommUserRank)(comm, &rank) == ncclSuccess) created->rank = static_cast<std::uint32_t>(rank);
@@ -437,7 +507,7 @@ void on_communicator_created(ncclComm_t comm, const CommunicatorOrigin& origin) 
     if (origin.unique_id != nullptr) {
       created->id = records::communicator_id_from_unique_id(
           std::as_bytes(std::span(origin.unique_id->internal, sizeof origin.unique_id->internal)));
-    } else if (parent) {
+    } else if (parent != nullptr) {
       created->id = records::communicator_id_from_parent(parent->id, derivation, origin.color);
     } else if (origin.shared_id != 0) {
       created->id = origin.shared_id;
@@ -453,7 +523,7 @@ void on_communicator_created(ncclComm_t comm, const CommunicatorOrigin& origin) 
     record.device = device;
     record.id = created->id;
     record.origin = origin.origin;
-    if (parent) {
+    if (parent != nullptr) {
       record.parent_ordinal = parent->ordinal;
       record.parent_id = parent->id;
       record.split_color = static_cast<std::int32_t>(origin.color);
@@ -463,8 +533,11 @@ void on_communicator_created(ncclComm_t comm, const CommunicatorOrigin& origin) 
     const std::lock_guard<std::mutex> lock(process->mutex);
     created->ordinal = process->next_ordinal.fetch_add(1);
     record.ordinal = created->ordinal;
-    process->communicators[comm] = created;
-    if (!process->writer_attempted && process->config.tracing()) create_writer(*process, *created, id_is_shared);
+    Communicator& communicator = *created;
+    process->every_communicator.push_back(std::move(created));
+    process->communicators[comm] = &communicator;
+    communicators_changed(*process);
+    if (!process->writer_attempted && process->config.tracing()) create_writer(*process, communicator, id_is_shared);
     if (process->writer) process->writer->append(record);
   } catch (const std::exception& error) {
     stop_tracing_with_warning(std::string("cannot record a communicator: ") + error.what());
@@ -476,24 +549,31 @@ void on_communicator_destroyed(ncclComm_t comm) noexcept {
   if (process == nullptr) return;
   const std::lock_guard<std::mutex> lock(process->mutex);
   process->communicators.erase(comm);
+  communicators_changed(*process);
   process->premulsum.erase(process->premulsum.lower_bound({comm, INT32_MIN}),
                            process->premulsum.upper_bound({comm, INT32_MAX}));
 }
 
 void on_group_start() noexcept {
-  if (t_group.depth++ == 0) t_group.group_id = g_process != nullptr ? g_process->next_group.fetch_add(1) : 0;
+  GroupState& group = t_thread.group;
+  if (group.depth++ == 0) group.group_id = g_process != nullptr ? g_process->next_group.fetch_add(1) : 0;
 }
 
 void on_group_end(ncclResult_t group_result) noexcept {
-  if (t_group.depth == 0) return;  // unbalanced ncclGroupEnd: NCCL reports it; nothing of ours is pending
-  if (--t_group.depth > 0) return;
+  GroupState& group = t_thread.group;
+  if (group.depth == 0) return;  // unbalanced ncclGroupEnd: NCCL reports it; nothing of ours is pending
+  if (--group.depth > 0) return;
   std::vector<PendingCall> pending;
-  pending.swap(t_group.pending);
-  t_group.group_id = 0;
+  pending.swap(group.pending);
+  group.group_id = 0;
   for (PendingCall& call : pending) {
     if (call.fields.result == ncclSuccess) call.fields.result = group_result;
     complete(std::move(call));
   }
+  // RATIONALE: the emptied vector goes back to the thread, so that its next groups reuse the memory instead of
+  // allocating it again (it keeps room for the largest group the thread has made).
+  pending.clear();
+  if (group.pending.empty()) group.pending.swap(pending);
 }
 
 void on_premulsum_created(ncclRedOp_t op, const void* scalar, ncclDataType_t datatype, ncclScalarResidence_t residence,
@@ -514,32 +594,29 @@ void on_premulsum_created(ncclRedOp_t op, const void* scalar, ncclDataType_t dat
   }
 }
 
-struct TracedCall::State {
-  PendingCall call;
-  bool active = false;
-};
+namespace {
 
-TracedCall::TracedCall(const CallShape& shape) noexcept {
+// A traced call before it runs: numbered, its inputs fingerprinted (before NCCL can change them). nullopt when the
+// call is not traced.
+std::optional<PendingCall> begin_call(const CallShape& shape, ThreadState& thread) noexcept {
+  std::optional<PendingCall> traced;
   Process* process = g_process;
-  if (process == nullptr || process->active_writer.load(std::memory_order_acquire) == nullptr) return;
+  if (process == nullptr || process->active_writer.load(std::memory_order_acquire) == nullptr) return traced;
   try {
-    std::shared_ptr<Communicator> communicator = find_communicator(*process, shape.comm);
-    if (!communicator) return;  // not a communicator we saw created: NCCL will reject or run it; nothing to record
-    state_ = std::make_unique<State>();
-    PendingCall& call = state_->call;
+    Communicator* communicator = find_communicator_for_call(*process, thread.communicators, shape.comm);
+    if (communicator == nullptr) return traced;  // not one we saw created: NCCL will reject or run it; no record
+    PendingCall& call = traced.emplace();
     records::CallFields& fields = call.fields;
     fields.seq = process->next_call.fetch_add(1);
     fields.comm_ordinal = communicator->ordinal;
     fields.comm_seq = communicator->calls.fetch_add(1);
     fields.count = shape.count;
     fields.step = g_step.load(std::memory_order_relaxed);
-    fields.group_id = t_group.depth > 0 ? t_group.group_id : 0;
+    fields.group_id = thread.group.depth > 0 ? thread.group.group_id : 0;
     fields.op = shape.op;
     fields.datatype = static_cast<std::uint16_t>(shape.datatype);
     fields.redop = shape.redop;
     fields.peer = shape.peer;
-    call.communicator = communicator;
-    state_->active = true;
 
     if (shape.redop >= ncclNumOps) {
       const std::lock_guard<std::mutex> lock(process->mutex);
@@ -579,9 +656,10 @@ TracedCall::TracedCall(const CallShape& shape) noexcept {
     if (shape.op == records::OpId::kBcast) in_place = true;
     if (in_place) fields.flags |= records::kCallInPlace;
 
-    const auto traced_op = config::traced_op_from_name(records::op_name(shape.op));
+    const std::optional<config::TracedOp> traced_op = traced_op_of(shape.op);
     const bool selected = traced_op && process->config.fingerprints(fields.step, process->global_rank, *traced_op,
                                                                     std::max(input_bytes, output_bytes));
+    call.comm = shape.comm;
     call.stream = shape.stream;
     if (selected && input_here) {
       start_digests(shape.input.data, input_bytes, shape.input.per_peer_blocks ? nranks : 0, shape.stream, call.input);
@@ -593,34 +671,48 @@ TracedCall::TracedCall(const CallShape& shape) noexcept {
       call.output_blocks = shape.output.per_peer_blocks ? nranks : 0;
     }
   } catch (const std::exception& error) {
-    state_.reset();
+    traced.reset();
     stop_tracing_with_warning(std::string("cannot trace a call: ") + error.what());
   }
+  return traced;
 }
 
-TracedCall::~TracedCall() = default;
-
-void TracedCall::mark_deterministic(std::uint16_t algorithm) noexcept {
-  if (!state_ || !state_->active) return;
-  state_->call.fields.flags |= records::kCallDeterministic;
-  state_->call.fields.algorithm = algorithm;
-}
-
-int group_depth() noexcept { return t_group.depth; }
-
-void TracedCall::finish(ncclResult_t result) noexcept {
-  if (!state_ || !state_->active) return;
-  state_->call.fields.result = result;
-  if (t_group.depth > 0) {
+// A traced call after it ran: its outputs are fingerprinted and its record written now, or at the outermost
+// ncclGroupEnd.
+void finish_call(PendingCall&& call, ncclResult_t result, GroupState& group) noexcept {
+  call.fields.result = result;
+  if (group.depth > 0) {
     try {
-      t_group.pending.push_back(std::move(state_->call));
+      group.pending.push_back(std::move(call));
     } catch (...) {
       stop_tracing_with_warning("out of memory while tracing a group");
     }
     return;
   }
-  complete(std::move(state_->call));
+  complete(std::move(call));
 }
+
+}  // namespace
+
+ncclResult_t intercept(const CallShape& shape, RealCall real_call) noexcept {
+  ThreadState& thread = thread_state();
+  std::optional<PendingCall> traced = begin_call(shape, thread);
+  std::uint16_t algorithm = 0;
+  ncclResult_t result;
+  if (const std::optional<ncclResult_t> substituted = run_deterministic(shape, thread.group.depth > 0, &algorithm)) {
+    result = *substituted;
+    if (traced) {
+      traced->fields.flags |= records::kCallDeterministic;
+      traced->fields.algorithm = algorithm;
+    }
+  } else {
+    result = real_call();
+  }
+  if (traced) finish_call(std::move(*traced), result, thread.group);
+  return result;
+}
+
+int group_depth() noexcept { return t_thread.group.depth; }
 
 void set_step(std::uint64_t step) noexcept {
   g_step.store(step, std::memory_order_relaxed);

@@ -6,12 +6,10 @@
 #define DETNCCL_INTERPOSE_TRACER_H
 
 #include <cstdint>
-#include <memory>
-#include <optional>
+#include <type_traits>
 
 #include "abi/nccl_abi.h"
 #include "interpose/call_shape.h"
-#include "interpose/deterministic.h"
 #include "records/log_format.h"
 
 namespace detnccl::interpose {
@@ -47,45 +45,33 @@ void on_group_end(ncclResult_t group_result) noexcept;
 void on_premulsum_created(ncclRedOp_t op, const void* scalar, ncclDataType_t datatype, ncclScalarResidence_t residence,
                           ncclComm_t comm) noexcept;
 
-// One traced call: the constructor numbers the call and fingerprints its inputs (before NCCL can change them); finish()
-// fingerprints the outputs and writes the record, or leaves both to the outermost ncclGroupEnd.
-class TracedCall {
+// The real NCCL call of one wrapper, borrowed for the length of intercept(): a function pointer and the address of
+// the wrapper's lambda.
+// RATIONALE: the tracing around the call then lives in tracer.cc, where its state is a local variable (no allocation
+// per call), while each wrapper's lambda is still compiled into that wrapper.
+class RealCall {
  public:
-  explicit TracedCall(const CallShape& shape) noexcept;
-  ~TracedCall();
-  // The call ran as detnccl's deterministic `algorithm` (collectives::Algorithm) instead of NCCL's own.
-  void mark_deterministic(std::uint16_t algorithm) noexcept;
-  void finish(ncclResult_t result) noexcept;
+  template <class Function>
+  explicit RealCall(Function&& function) noexcept
+      : function_(&function),
+        invoke_([](void* f) noexcept { return (*static_cast<std::remove_reference_t<Function>*>(f))(); }) {}
 
-  TracedCall(const TracedCall&) = delete;
-  TracedCall& operator=(const TracedCall&) = delete;
-
-  struct State;
+  ncclResult_t operator()() const noexcept { return invoke_(function_); }
 
  private:
-  std::unique_ptr<State> state_;
+  void* function_;
+  ncclResult_t (*invoke_)(void* function) noexcept;
 };
-
-// Depth of this thread's ncclGroupStart nesting (0 outside any group).
-int group_depth() noexcept;
 
 // One collective or point-to-point call while the shim is active: traced (when tracing is on), and run by
 // deterministic mode (a floating-point reduction when DETNCCL_DETERMINISTIC is set) or by `real_call` (the real NCCL
-// function with the application's arguments).
-template <class RealCall>
-ncclResult_t intercept(const CallShape& shape, RealCall&& real_call) noexcept {
-  TracedCall call(shape);
-  std::uint16_t algorithm = 0;
-  ncclResult_t result;
-  if (const std::optional<ncclResult_t> substituted = run_deterministic(shape, group_depth() > 0, &algorithm)) {
-    result = *substituted;
-    call.mark_deterministic(algorithm);
-  } else {
-    result = real_call();
-  }
-  call.finish(result);
-  return result;
-}
+// function with the application's arguments). Returns the result of whichever ran. Tracing numbers the call and
+// fingerprints its inputs before it runs (before NCCL can change them), then fingerprints its outputs and writes the
+// record, or leaves both to the outermost ncclGroupEnd.
+ncclResult_t intercept(const CallShape& shape, RealCall real_call) noexcept;
+
+// Depth of this thread's ncclGroupStart nesting (0 outside any group).
+int group_depth() noexcept;
 
 // The training step stamped on every following record (detnccl_set_step).
 void set_step(std::uint64_t step) noexcept;

@@ -9,11 +9,12 @@
 // With the shim inactive this is one predictable branch and a tail call; otherwise the call is traced and, for a
 // floating-point reduction in deterministic mode, computed by detnccl; its buffer semantics come from
 // describe_<name> (call_shape.h).
-#define DETNCCL_WRAP_TRACED(ret, name, params, args)                                            \
-  DETNCCL_EXPORT ret name params {                                                              \
-    if (!::detnccl::interpose::shim_active()) return DETNCCL_REAL(name) args;                   \
-    return ::detnccl::interpose::intercept(::detnccl::interpose::describe_##name args,          \
-                                           [&]() noexcept { return DETNCCL_REAL(name) args; }); \
+#define DETNCCL_WRAP_TRACED(ret, name, params, args)                                         \
+  DETNCCL_EXPORT ret name params {                                                           \
+    if (!::detnccl::interpose::shim_active()) return DETNCCL_REAL(name) args;                \
+    return ::detnccl::interpose::intercept(                                                  \
+        ::detnccl::interpose::describe_##name args,                                          \
+        ::detnccl::interpose::RealCall([&]() noexcept { return DETNCCL_REAL(name) args; })); \
   }
 // Queries and memory registration: forwarded as they are.
 #define DETNCCL_WRAP_FORWARD(ret, name, params, args) \

@@ -42,7 +42,6 @@ DETNCCL_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks,
                                                    ncclConfig_t* config) {
   detnccl::interpose::ensure_configured();
   const ncclResult_t result = DETNCCL_REAL(ncclCommInitRankConfig)(comm, nranks, commId, rank, config);
-  if (shim_active() && created(result) && comm != nullptr) detnccl::interpose::note_communicator_config(*comm, config);
   record_initialized(comm, result, CommOrigin::kInitRank, &commId);
   return result;
 }
@@ -75,9 +74,6 @@ DETNCCL_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nr
                                                      ncclUniqueId* commIds, ncclConfig_t* config) {
   detnccl::interpose::ensure_configured();
   const ncclResult_t result = DETNCCL_REAL(ncclCommInitRankScalable)(newcomm, nranks, myrank, nId, commIds, config);
-  if (shim_active() && created(result) && newcomm != nullptr) {
-    detnccl::interpose::note_communicator_config(*newcomm, config);
-  }
   record_initialized(newcomm, result, CommOrigin::kInitRankScalable, nId > 0 ? commIds : nullptr);
   return result;
 }
@@ -87,7 +83,6 @@ DETNCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, n
   detnccl::interpose::ensure_configured();
   const ncclResult_t result = DETNCCL_REAL(ncclCommSplit)(comm, color, key, newcomm, config);
   if (shim_active() && created(result)) {
-    if (newcomm != nullptr) detnccl::interpose::note_communicator_config(*newcomm, config);
     CommunicatorOrigin how;
     how.origin = CommOrigin::kSplit;
     how.parent = comm;
@@ -105,7 +100,6 @@ DETNCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksLis
   const ncclResult_t result =
       DETNCCL_REAL(ncclCommShrink)(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
   if (shim_active() && created(result)) {
-    if (newcomm != nullptr) detnccl::interpose::note_communicator_config(*newcomm, config);
     // Every survivor passes the same exclusion list: its hash (order-independent) stands in for a split color.
     std::uint64_t excluded = 0;
     for (int i = 0; excludeRanksList != nullptr && i < excludeRanksCount; ++i) {
@@ -151,10 +145,11 @@ DETNCCL_EXPORT ncclResult_t ncclGroupEnd() {
   ncclResult_t result = DETNCCL_REAL(ncclGroupEnd)();
   if (shim_active()) {
     // Deterministic reductions made inside the group run now, after NCCL ran the rest of it (they open groups of
-    // their own, so they cannot run inside the user's); their failure is the group's.
+    // their own, so they cannot run inside the user's); their failure is the group's. (On a non-blocking
+    // communicator they first wait until NCCL has enqueued the group: ncclInProgress stays the group's result.)
     if (detnccl::interpose::group_depth() == 1) {
       const ncclResult_t deferred = detnccl::interpose::run_deferred_deterministic();
-      if (result == ncclSuccess) result = deferred;
+      if (deferred != ncclSuccess && (result == ncclSuccess || result == ncclInProgress)) result = deferred;
     }
     detnccl::interpose::on_group_end(result);
   }

@@ -1,6 +1,6 @@
 # The LD_PRELOAD shim: exported symbols, transparency over the real NCCL and over hostnccl.
 add_executable(test_interpose test_interpose.cc)
-target_link_libraries(test_interpose PRIVATE detnccl_abi detnccl_options GTest::gtest_main)
+target_link_libraries(test_interpose PRIVATE detnccl_abi detnccl_options detnccl_config GTest::gtest_main)
 target_compile_definitions(test_interpose PRIVATE
   DETNCCL_SHIM_PATH="$<TARGET_FILE:detnccl>"
   DETNCCL_ABI_TABLE_H="${PROJECT_SOURCE_DIR}/abi/nccl_api_table.h")

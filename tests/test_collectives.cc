@@ -258,6 +258,58 @@ TEST(Collectives, ArrivalOrderChangesHostncclButNotDeterministicResults) {
   EXPECT_GE(distinct, 2) << "hostnccl's arrival order did not change its result; the test proves nothing";
 }
 
+// Non-blocking communicators: hostnccl's ncclGroupEnd returns ncclInProgress and moves the data on a background
+// thread. With comm_get_async_error the algorithms wait for each exchange and give the blocking run's bits; without
+// it they stop at the first exchange with ncclInProgress and say why.
+TEST(Collectives, NonBlockingCommunicatorsGiveTheBlockingBits) {
+  constexpr int kRanks = 4;
+  const std::size_t counts[] = {1, 1000, 300001};
+  SharedMemory shared(sizeof(std::uint64_t) * 2 * std::size(counts));
+  auto* digests = shared.as<std::uint64_t>();  // [count][0: blocking, 1: non-blocking], written by rank 0
+  const auto reduce_all = [&](const dc::P2pFunctions& nccl, ncclComm_t comm, int rank, RankCheck& check, int slot) {
+    for (std::size_t c = 0; c < std::size(counts); ++c) {
+      std::vector<float> send(counts[c]), recv(counts[c]);
+      for (std::size_t i = 0; i < counts[c]; ++i) send[i] = input_value<float>(7, rank, i, ReductionKind::kSum);
+      dc::Workspace workspace;
+      dc::Report report;
+      const ncclResult_t result =
+          dc::all_reduce(nccl, {comm, rank, kRanks, nullptr, false}, send.data(), recv.data(), counts[c], ncclFloat32,
+                         *dc::builtin_reduction(ncclSum), workspace, dc::Options{}, &report);
+      if (!check.expect(result == ncclSuccess, "count %zu: all_reduce returned %d: %s", counts[c],
+                        static_cast<int>(result), report.error.c_str())) {
+        return;
+      }
+      if (rank == 0) digests[2 * c + static_cast<std::size_t>(slot)] = digest(recv.data(), counts[c] * sizeof(float));
+    }
+  };
+  ASSERT_TRUE(run_forked(kRanks, [&](Rank& R) { reduce_all(kHostnccl, R.comm, R.rank, R.check, 0); }).all_ok());
+
+  dc::P2pFunctions polling = kHostnccl;
+  polling.comm_get_async_error = pncclCommGetAsyncError;
+  const ForkResult non_blocking = fork_ranks(kRanks, [&](int rank, const ncclUniqueId& id) {
+    RankCheck check(rank);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t comm = nullptr;
+    if (!check.ok(ncclCommInitRankConfig(&comm, kRanks, id, rank, &config), "ncclCommInitRankConfig")) return 1;
+    reduce_all(polling, comm, rank, check, 1);
+    // Without a way to wait, the first exchange cannot go on: the call fails and names the reason.
+    float x = 1, y = 0;
+    dc::Workspace workspace;
+    dc::Report report;
+    const ncclResult_t refused = dc::all_reduce(kHostnccl, {comm, rank, kRanks, nullptr, false}, &x, &y, 1, ncclFloat32,
+                                                *dc::builtin_reduction(ncclSum), workspace, dc::Options{}, &report);
+    check.expect(refused == ncclInProgress, "without comm_get_async_error: %d", static_cast<int>(refused));
+    check.expect(report.error.find("comm_get_async_error") != std::string::npos, "reason: %s", report.error.c_str());
+    check.ok(ncclCommDestroy(comm), "ncclCommDestroy");  // waits for the abandoned exchange to finish
+    return check.failures() == 0 ? 0 : 1;
+  });
+  ASSERT_TRUE(non_blocking.all_ok());
+  for (std::size_t c = 0; c < std::size(counts); ++c) {
+    EXPECT_EQ(digests[2 * c + 1], digests[2 * c]) << counts[c] << " elements";
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Fusion: a tensor reduced alone, or inside a bucket at any offset, with any algorithm and chunking, has the same bits.
 
@@ -740,15 +792,12 @@ TEST(CollectivesUnit, NamesRoundTrip) {
 
 TEST(CollectivesUnit, ClassificationSubstitutesFloatsAndPassesIntegersThrough) {
   const dc::Reduction sum = *dc::builtin_reduction(ncclSum);
-  EXPECT_EQ(dc::classify(ncclBfloat16, sum, true).handling, dc::Handling::kSubstitute);
-  EXPECT_EQ(dc::classify(ncclFloat8e5m2, *dc::builtin_reduction(ncclMax), true).handling, dc::Handling::kSubstitute);
-  EXPECT_EQ(dc::classify(ncclInt32, sum, true).handling, dc::Handling::kPassThrough);
-  const dc::Classification bad_type = dc::classify(static_cast<ncclDataType_t>(42), sum, true);
+  EXPECT_EQ(dc::classify(ncclBfloat16, sum).handling, dc::Handling::kSubstitute);
+  EXPECT_EQ(dc::classify(ncclFloat8e5m2, *dc::builtin_reduction(ncclMax)).handling, dc::Handling::kSubstitute);
+  EXPECT_EQ(dc::classify(ncclInt32, sum).handling, dc::Handling::kPassThrough);
+  const dc::Classification bad_type = dc::classify(static_cast<ncclDataType_t>(42), sum);
   EXPECT_EQ(bad_type.handling, dc::Handling::kUnsupported);
   EXPECT_NE(bad_type.reason.find("42"), std::string::npos) << bad_type.reason;
-  const dc::Classification nonblocking = dc::classify(ncclFloat32, sum, false);
-  EXPECT_EQ(nonblocking.handling, dc::Handling::kUnsupported);
-  EXPECT_NE(nonblocking.reason.find("blocking"), std::string::npos) << nonblocking.reason;
   EXPECT_FALSE(dc::builtin_reduction(static_cast<ncclRedOp_t>(ncclNumOps)).has_value());
 }
 

@@ -214,29 +214,33 @@ TEST(ShimTraceRuns, AKilledRankLeavesAReadableLog) {
   for (std::size_t i = 0; i < log.calls.size(); ++i) EXPECT_EQ(log.calls[i].seq, i);
 }
 
-// One process, four ranks on four threads calling at once: every call of every thread is in the log, intact, in
-// per-communicator order, with the right fingerprints.
-TEST(ShimTraceThreads, ThreadsDrivingDifferentCommunicatorsAreAllRecorded) {
+// Runs trace_threads_job with the shim preloaded and checks its log: every call of every thread recorded once, as a
+// call of its own round's communicator, in per-communicator order, with the fingerprints of its buffers.
+void check_threads_job(int ranks, int calls, int rounds) {
   TempDir dir;
-  constexpr int kRanks = 4, kCalls = 25;
   const CommandResult job =
       run("env DETNCCL_DIR=" + dir.path() + " DETNCCL_RUN=t LD_PRELOAD=" DETNCCL_SHIM_PATH " " DETNCCL_THREADS_JOB " " +
-          std::to_string(kRanks) + " " + std::to_string(kCalls));
+          std::to_string(ranks) + " " + std::to_string(calls) + " " + std::to_string(rounds));
   ASSERT_EQ(job.exit_code, 0) << job.output;
   const RankLog log = read_log(rank_log(dir.path(), "t", 0));
-  ASSERT_EQ(log.communicators.size(), static_cast<std::size_t>(kRanks));
-  ASSERT_EQ(log.calls.size(), static_cast<std::size_t>(kRanks * kCalls));
+  ASSERT_EQ(log.communicators.size(), static_cast<std::size_t>(ranks * rounds));
+  ASSERT_EQ(log.calls.size(), static_cast<std::size_t>(ranks * calls * rounds));
   std::map<uint64_t, uint32_t> rank_of_ordinal;
   for (const auto& comm : log.communicators) {
     EXPECT_EQ(comm.origin, detnccl::records::CommOrigin::kInitAll);
-    EXPECT_EQ(comm.id, log.communicators[0].id) << "all communicators of one ncclCommInitAll share an id";
+    // The communicators of one ncclCommInitAll share an id; each round's call makes a new one.
+    const std::size_t first_of_round = comm.ordinal / ranks * ranks;
+    EXPECT_EQ(comm.id, log.communicators[first_of_round].id) << "ordinal " << comm.ordinal;
+    if (first_of_round != 0) {
+      EXPECT_NE(comm.id, log.communicators[0].id) << "ordinal " << comm.ordinal;
+    }
     rank_of_ordinal[comm.ordinal] = comm.rank;
   }
   std::vector<bool> seen(log.calls.size(), false);
   std::map<uint64_t, uint64_t> next_comm_seq;
-  std::vector<CallRecord> calls = log.calls;
-  std::sort(calls.begin(), calls.end(), [](const CallRecord& a, const CallRecord& b) { return a.seq < b.seq; });
-  for (const CallRecord& call : calls) {
+  std::vector<CallRecord> sorted = log.calls;
+  std::sort(sorted.begin(), sorted.end(), [](const CallRecord& a, const CallRecord& b) { return a.seq < b.seq; });
+  for (const CallRecord& call : sorted) {
     ASSERT_LT(call.seq, seen.size());
     EXPECT_FALSE(seen[call.seq]) << "sequence number used twice";
     seen[call.seq] = true;
@@ -247,14 +251,25 @@ TEST(ShimTraceThreads, ThreadsDrivingDifferentCommunicatorsAreAllRecorded) {
     for (std::size_t i = 0; i < in.size(); ++i) {
       in[i] = static_cast<float>((r + 3 * static_cast<int>(c) + static_cast<int>(i)) % 97);
       out[i] = 0;
-      for (int q = 0; q < kRanks; ++q)
+      for (int q = 0; q < ranks; ++q)
         out[i] += static_cast<float>((q + 3 * static_cast<int>(c) + static_cast<int>(i)) % 97);
     }
     EXPECT_EQ(call.input_fingerprint, detnccl::hash::fingerprint(in.data(), in.size() * sizeof(float)));
     EXPECT_EQ(call.output_fingerprint, detnccl::hash::fingerprint(out.data(), out.size() * sizeof(float)));
     EXPECT_EQ(call.group_id != 0, c % 2 == 1);
   }
+  // Every communicator, of every round, got exactly its own calls.
+  ASSERT_EQ(next_comm_seq.size(), log.communicators.size());
+  for (const auto& [ordinal, count] : next_comm_seq) EXPECT_EQ(count, static_cast<uint64_t>(calls)) << ordinal;
 }
+
+// One process, four ranks on four threads calling at once: every call of every thread is in the log, intact, in
+// per-communicator order, with the right fingerprints.
+TEST(ShimTraceThreads, ThreadsDrivingDifferentCommunicatorsAreAllRecorded) { check_threads_job(4, 25, 1); }
+
+// The same threads through several generations of communicators: a communicator created after a destroyed one (and
+// perhaps given its handle back) is the one the next calls are recorded under, on every thread.
+TEST(ShimTraceThreads, CallsAfterDestroyAndRecreateAreRecordedUnderTheNewCommunicator) { check_threads_job(4, 6, 4); }
 
 // The pure-Python helper stamps steps through the shim's C API, and does nothing without the shim.
 TEST(ShimStepHelper, PythonHelperMarksStepsOnTheRecords) {
@@ -346,18 +361,52 @@ TEST(ShimDeterministic, WorksWithoutTracing) {
 }
 
 TEST(ShimDeterministic, AnUnsupportedReductionStopsTheJobUnlessWarn) {
-  TempDir dir;
-  // A non-blocking communicator cannot be made deterministic (docs/deterministic.md).
-  const CommandResult stopped =
-      run_traced_job(2, "DETNCCL_DETERMINISTIC=1", "--steps 1 --wide-allreduce --nonblocking");
-  EXPECT_NE(stopped.exit_code, 0);
+  // A floating-point AllReduce with an operator no ncclRedOpCreatePreMulSum made: detnccl cannot know what it
+  // computes. With =1 the job stops, naming it; with =warn NCCL gets the call and returns its own error, unchanged.
+  const CommandResult stopped = run_traced_job(2, "DETNCCL_DETERMINISTIC=1", "--steps 1 --unknown-op");
+  EXPECT_EQ(stopped.exit_code, 78) << stopped.output;
   EXPECT_NE(stopped.output.find("DETNCCL_DETERMINISTIC=1 cannot honour this call"), std::string::npos)
       << stopped.output;
-  EXPECT_NE(stopped.output.find("non-blocking"), std::string::npos) << "the reason is named: " << stopped.output;
-  const CommandResult warned =
-      run_traced_job(2, "DETNCCL_DETERMINISTIC=warn", "--steps 2 --wide-allreduce --nonblocking");
+  EXPECT_NE(stopped.output.find("reduction operator"), std::string::npos) << "the reason is named: " << stopped.output;
+  const CommandResult warned = run_traced_job(2, "DETNCCL_DETERMINISTIC=warn", "--steps 1 --unknown-op");
   EXPECT_EQ(warned.exit_code, 0) << warned.output;
   EXPECT_NE(warned.output.find("NOT deterministic"), std::string::npos) << warned.output;
+}
+
+// Non-blocking communicators (ncclConfig_t.blocking = 0): hostnccl then returns ncclInProgress and moves the data on
+// a background thread, like NCCL's own. Deterministic mode waits for each exchange, and the tracer fingerprints
+// outputs only once the call is enqueued, so a non-blocking run records the blocking run's bits.
+TEST(ShimDeterministic, NonBlockingCommunicatorsGetTheBlockingBits) {
+  TempDir dir;
+  constexpr int kRanks = 4;
+  const auto traced = [&](const std::string& run_name, const std::string& extra) {
+    const CommandResult result = run_traced_job(kRanks,
+                                                "DETNCCL_DIR=" + dir.path() + " DETNCCL_RUN=" + run_name +
+                                                    " DETNCCL_DETERMINISTIC=1 HOSTNCCL_REDUCE_ORDER=arrival",
+                                                "--steps 4 --wide-allreduce --wide-grouped" + extra);
+    EXPECT_EQ(result.exit_code, 0) << result.output;
+  };
+  traced("blocking", "");
+  traced("nonblocking", " --nonblocking");
+  const auto blocking = allreduce_outputs(dir.path(), "blocking", kRanks, true);
+  ASSERT_EQ(blocking.size(), static_cast<std::size_t>(kRanks * 4 * 2));
+  EXPECT_EQ(blocking, allreduce_outputs(dir.path(), "nonblocking", kRanks, true));
+}
+
+TEST(ShimTrace, NonBlockingCallsAreFingerprintedOnceEnqueued) {
+  TempDir dir;
+  constexpr int kRanks = 3;
+  const auto traced = [&](const std::string& run_name, const std::string& extra) {
+    const CommandResult result =
+        run_traced_job(kRanks, "DETNCCL_DIR=" + dir.path() + " DETNCCL_RUN=" + run_name + " HOSTNCCL_REDUCE_ORDER=rank",
+                       "--steps 4 --wide-allreduce --wide-grouped" + extra);
+    EXPECT_EQ(result.exit_code, 0) << result.output;
+  };
+  traced("blocking", "");
+  traced("nonblocking", " --nonblocking");
+  const auto blocking = allreduce_outputs(dir.path(), "blocking", kRanks, false);
+  ASSERT_EQ(blocking.size(), static_cast<std::size_t>(kRanks * 4 * 2));
+  EXPECT_EQ(blocking, allreduce_outputs(dir.path(), "nonblocking", kRanks, false));
 }
 
 // The communicator-level API through the shim: results unchanged (the job checks them), and the records say how each

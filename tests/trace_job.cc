@@ -11,6 +11,7 @@
 //   --wide-allreduce  instead of the script, one fp32 AllReduce per step of values spanning 40 orders of magnitude
 //                     (their sum depends on the order of addition); outputs are not checked
 #include <dlfcn.h>
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -36,7 +37,17 @@ int environment_int(const char* name, int fallback) {
   return value != nullptr && *value != '\0' ? std::atoi(value) : fallback;
 }
 
+// With --nonblocking, the communicator whose calls may return ncclInProgress: the job then polls
+// ncclCommGetAsyncError until the call is enqueued, as NCCL requires before the next call.
+ncclComm_t g_non_blocking_comm = nullptr;
+
 bool ok(ncclResult_t result, const char* what) {
+  while (result == ncclInProgress && g_non_blocking_comm != nullptr) {
+    ncclResult_t state = ncclInProgress;
+    if (ncclCommGetAsyncError(g_non_blocking_comm, &state) != ncclSuccess) break;
+    result = state;
+    if (state == ncclInProgress) sched_yield();
+  }
   if (result == ncclSuccess) return true;
   std::fprintf(stderr, "%s failed: %s (%s)\n", what, ncclGetErrorString(result), ncclGetLastError(nullptr));
   return false;
@@ -85,6 +96,7 @@ int main(int argc, char** argv) {
   bool wide_allreduce = false;
   bool wide_grouped = false;
   bool nonblocking = false;
+  bool unknown_op = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--steps" && i + 1 < argc) {
@@ -103,10 +115,12 @@ int main(int argc, char** argv) {
       wide_grouped = true;
     } else if (arg == "--nonblocking") {  // create the communicator with ncclConfig_t.blocking = 0
       nonblocking = true;
+    } else if (arg == "--unknown-op") {  // one fp32 AllReduce with an operator nobody created; NCCL must refuse it
+      unknown_op = true;
     } else {
       std::fprintf(stderr,
                    "usage: %s [--steps N] [--first-step K] [--die-at-step K] [--perturb-rank R --perturb-step K] "
-                   "[--wide-allreduce [--wide-grouped]] [--nonblocking]\n",
+                   "[--wide-allreduce [--wide-grouped]] [--nonblocking] [--unknown-op]\n",
                    argv[0]);
       return 2;
     }
@@ -128,8 +142,21 @@ int main(int argc, char** argv) {
     config.blocking = 0;
     const ncclResult_t result = ncclCommInitRankConfig(&comm, nranks, id, rank, &config);
     if (result != ncclSuccess && result != ncclInProgress) return ok(result, "ncclCommInitRankConfig") ? 0 : 1;
+    g_non_blocking_comm = comm;
+    if (!ok(result, "ncclCommInitRankConfig")) return 1;
   } else if (!ok(ncclCommInitRank(&comm, nranks, id, rank), "ncclCommInitRank")) {
     return 1;
+  }
+
+  if (unknown_op) {
+    float value = 1;
+    const auto op = static_cast<ncclRedOp_t>(ncclNumOps + 7);
+    const ncclResult_t result = ncclAllReduce(&value, &value, 1, ncclFloat32, op, comm, nullptr);
+    if (result != ncclInvalidArgument) {
+      std::fprintf(stderr, "an AllReduce with an unknown operator returned %d, expected ncclInvalidArgument\n",
+                   static_cast<int>(result));
+      return 1;
+    }
   }
 
   for (int step = first_step; step < steps; ++step) {

@@ -1,61 +1,82 @@
 // trace_threads_job: one process drives several ranks, one thread per rank (the ncclCommInitAll pattern), each
 // thread making its own AllReduce calls and groups at the same time as the others. The shim tests run it preloaded
 // to check that every call of every thread is recorded, intact, with per-communicator order kept.
-//   trace_threads_job RANKS CALLS
-// Rank r's input of call c, element i, is the small integer (r + 3c + i) % 97; outputs are sums over ranks.
+//   trace_threads_job RANKS CALLS [ROUNDS]
+// With ROUNDS (default 1), the same threads go on through ROUNDS generations of communicators: between rounds the
+// main thread destroys them all and creates new ones, which may get the destroyed ones' handles back; each call must
+// be recorded as a call of the communicator of its own round.
+// Rank r's input of call c (counted within the round), element i, is the small integer (r + 3c + i) % 97; outputs are
+// sums over ranks.
+#include <barrier>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <thread>
 #include <vector>
 
 #include "abi/nccl_abi.h"
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s RANKS CALLS\n", argv[0]);
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: %s RANKS CALLS [ROUNDS]\n", argv[0]);
     return 2;
   }
   const int nranks = std::atoi(argv[1]);
   const int calls = std::atoi(argv[2]);
+  const int rounds = argc == 4 ? std::atoi(argv[3]) : 1;
   constexpr std::size_t kCount = 513;
   std::vector<ncclComm_t> comms(static_cast<std::size_t>(nranks));
-  if (ncclCommInitAll(comms.data(), nranks, nullptr) != ncclSuccess) {
-    std::fprintf(stderr, "ncclCommInitAll failed: %s\n", ncclGetLastError(nullptr));
-    return 1;
-  }
   std::vector<int> failures(static_cast<std::size_t>(nranks), 0);
+  // Twice per round: once the round's communicators exist, and once every thread is done with them.
+  std::barrier round_step(nranks + 1);
   std::vector<std::thread> threads;
   for (int r = 0; r < nranks; ++r) {
     threads.emplace_back([&, r] {
       std::vector<float> in(kCount), out(kCount);
-      for (int c = 0; c < calls; ++c) {
-        for (std::size_t i = 0; i < kCount; ++i) in[i] = static_cast<float>((r + 3 * c + static_cast<int>(i)) % 97);
-        // Every other call inside a group of one, to exercise the per-thread group state.
-        const bool grouped = c % 2 == 1;
-        if (grouped) ncclGroupStart();
-        const ncclResult_t result = ncclAllReduce(in.data(), out.data(), kCount, ncclFloat32, ncclSum,
-                                                  comms[static_cast<std::size_t>(r)], nullptr);
-        if (grouped) ncclGroupEnd();
-        if (result != ncclSuccess) ++failures[static_cast<std::size_t>(r)];
-        for (std::size_t i = 0; i < kCount; ++i) {
-          float expected = 0;
-          for (int q = 0; q < nranks; ++q) expected += static_cast<float>((q + 3 * c + static_cast<int>(i)) % 97);
-          if (out[i] != expected) {
-            ++failures[static_cast<std::size_t>(r)];
-            break;
+      for (int round = 0; round < rounds; ++round) {
+        round_step.arrive_and_wait();
+        for (int c = 0; c < calls; ++c) {
+          for (std::size_t i = 0; i < kCount; ++i) in[i] = static_cast<float>((r + 3 * c + static_cast<int>(i)) % 97);
+          // Every other call inside a group of one, to exercise the per-thread group state.
+          const bool grouped = c % 2 == 1;
+          if (grouped) ncclGroupStart();
+          const ncclResult_t result = ncclAllReduce(in.data(), out.data(), kCount, ncclFloat32, ncclSum,
+                                                    comms[static_cast<std::size_t>(r)], nullptr);
+          if (grouped) ncclGroupEnd();
+          if (result != ncclSuccess) ++failures[static_cast<std::size_t>(r)];
+          for (std::size_t i = 0; i < kCount; ++i) {
+            float expected = 0;
+            for (int q = 0; q < nranks; ++q) expected += static_cast<float>((q + 3 * c + static_cast<int>(i)) % 97);
+            if (out[i] != expected) {
+              ++failures[static_cast<std::size_t>(r)];
+              break;
+            }
           }
         }
+        round_step.arrive_and_wait();
       }
     });
   }
+  std::set<ncclComm_t> handles_seen;
+  int handles_reused = 0;
+  for (int round = 0; round < rounds; ++round) {
+    if (ncclCommInitAll(comms.data(), nranks, nullptr) != ncclSuccess) {
+      std::fprintf(stderr, "ncclCommInitAll failed: %s\n", ncclGetLastError(nullptr));
+      std::_Exit(1);  // the threads wait at the barrier for good
+    }
+    for (ncclComm_t comm : comms) handles_reused += handles_seen.insert(comm).second ? 0 : 1;
+    round_step.arrive_and_wait();
+    round_step.arrive_and_wait();
+    for (ncclComm_t comm : comms) ncclCommDestroy(comm);
+  }
   for (auto& thread : threads) thread.join();
-  for (ncclComm_t comm : comms) ncclCommDestroy(comm);
   int failed = 0;
   for (int f : failures) failed += f;
   if (failed != 0) {
     std::fprintf(stderr, "trace_threads_job: %d failed calls\n", failed);
     return 1;
   }
-  std::printf("trace_threads_job: %d ranks x %d calls, every output as expected\n", nranks, calls);
+  std::printf("trace_threads_job: %d ranks x %d calls x %d rounds, every output as expected; %d handles reused\n",
+              nranks, calls, rounds, handles_reused);
   return 0;
 }
