@@ -150,6 +150,17 @@ part_nccl() {
   else
     row "nccl: ${label}" "FAIL" "the traced job or the dump failed (see the part's file)"
   fi
+  # The same on a non-blocking communicator: calls may return ncclInProgress before NCCL has enqueued them, and the
+  # shim must fingerprint the outputs only after that.
+  label="non-blocking communicator: records = CPU fingerprints"
+  if with_nccl "${nccl_dir}" LD_PRELOAD="${shim}" DETNCCL_DIR="${traces}" DETNCCL_RUN=calls-nb -- \
+      "${job}" calls --memory "${memory}" --expect "${work}/calls-nb.expect" --nonblocking &&
+     "${cli}" dump "${traces}/calls-nb" --format jsonl >"${work}/calls-nb.jsonl"; then
+    local figure; figure="$(python3 "${here}/records.py" fingerprints "${work}/calls-nb.expect" "${work}/calls-nb.jsonl")"
+    if [ $? -eq 0 ]; then row "nccl: ${label}" "ok" "${figure}"; else row "nccl: ${label}" "FAIL" "${figure}"; fi
+  else
+    row "nccl: ${label}" "FAIL" "the traced job or the dump failed (see the part's file)"
+  fi
 
   if [ "${dry_run}" -eq 1 ]; then
     row "nccl: CUDA graph, traced AllReduce" "skip" "dry run (needs a GPU)"
@@ -203,14 +214,15 @@ same_outputs() {  # prefix_a prefix_b nranks
 part_ranks() {
   if ! have_shim; then row "ranks: 4 ranks on one GPU via hostnccl" "skip" "needs --prebuilt or --build-dir"; return; fi
   local label="ranks: 4 ranks, deterministic, ${memory} buffers = host buffers"
-  if ranks_job "${hostnccl_dir}" ranks-host host 4 "${work}/host" &&
-     ranks_job "${hostnccl_dir}" "ranks-${memory}" "${memory}" 4 "${work}/${memory}-4"; then
+  # Two runs under distinct names (in a dry run both use host memory: the same name would switch tracing off).
+  if ranks_job "${hostnccl_dir}" ranks-a-host host 4 "${work}/host" &&
+     ranks_job "${hostnccl_dir}" "ranks-b-${memory}" "${memory}" 4 "${work}/${memory}-4"; then
     if same_outputs "${work}/host" "${work}/${memory}-4" 4; then
       row "${label}" "ok" "7 reductions x 4 ranks bitwise equal ($(du -cb "${work}"/host.rank-* | tail -1 | cut -f1) bytes)"
     else
       row "${label}" "FAIL" "outputs differ"
     fi
-    if "${cli}" diff "${work}/traces/ranks-host" "${work}/traces/ranks-${memory}" >"${work}/ranks-diff.txt" 2>&1; then
+    if "${cli}" diff "${work}/traces/ranks-a-host" "${work}/traces/ranks-b-${memory}" >"${work}/ranks-diff.txt" 2>&1; then
       row "ranks: detnccl diff of the two runs (fingerprints)" "ok" "identical"
     else
       row "ranks: detnccl diff of the two runs (fingerprints)" "FAIL" "$(head -3 "${work}/ranks-diff.txt" | tr '\n' ' ')"

@@ -1,10 +1,12 @@
 // A job for the GPU validation (bench/gpu/run.sh) that calls NCCL through whatever libnccl.so.2 the loader finds and
 // whatever shim LD_PRELOAD puts in front of it; run.sh then reads the shim's log with `detnccl dump` and compares.
 //
-//   gpu_traced_job calls  --memory host|device --expect FILE
+//   gpu_traced_job calls  --memory host|device --expect FILE [--nonblocking]
 //       one single-rank communicator: every collective, Send/Recv to self, a group of two calls and an in-place
 //       call; after each call the buffers are copied back and fingerprinted on the CPU (hash/reference_fingerprint.h),
 //       and FILE gets one line per call: "seq op input_fingerprint output_fingerprint" ("-" where a call has none).
+//       --nonblocking creates the communicator with ncclConfig_t.blocking = 0: calls may return ncclInProgress, and
+//       the job polls ncclCommGetAsyncError until each is enqueued (the shim must fingerprint outputs after that).
 //   gpu_traced_job graph  --memory device
 //       captures an AllReduce in a CUDA graph (traced, or deterministic when DETNCCL_DETERMINISTIC=1 is set), then
 //       replays it; checks that every replay completes and leaves the expected values.
@@ -66,7 +68,16 @@ void require(bool ok, const std::string& what) {
 void cuda(cudaError_t status, const char* what) {
   require(status == cudaSuccess, std::string(what) + ": " + cudaGetErrorString(status));
 }
+// With --nonblocking, the communicator whose calls may return ncclInProgress.
+ncclComm_t g_non_blocking_comm = nullptr;
+
 bool nccl(ncclResult_t result, const std::string& what) {
+  while (result == ncclInProgress && g_non_blocking_comm != nullptr) {  // as NCCL requires before the next call
+    ncclResult_t state = ncclInProgress;
+    if (ncclCommGetAsyncError(g_non_blocking_comm, &state) != ncclSuccess) break;
+    result = state;
+    if (state == ncclInProgress) std::this_thread::yield();
+  }
   if (result == ncclSuccess) return true;
   fail(what + " returned " + ncclGetErrorString(result) + " (" + ncclGetLastError(nullptr) + ")");
   return false;
@@ -156,6 +167,16 @@ void synchronize(cudaStream_t stream) {
 
 ncclComm_t single_rank_comm() {
   ncclComm_t comm = nullptr;
+  if (g_options.count("nonblocking") != 0) {
+    ncclUniqueId id;
+    require(ncclGetUniqueId(&id) == ncclSuccess, "ncclGetUniqueId");
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    const ncclResult_t result = ncclCommInitRankConfig(&comm, 1, id, 0, &config);
+    g_non_blocking_comm = comm;
+    require(nccl(result, "ncclCommInitRankConfig (blocking = 0)"), "a non-blocking single-rank communicator");
+    return comm;
+  }
   int device = 0;
   require(ncclCommInitAll(&comm, 1, &device) == ncclSuccess, "ncclCommInitAll with one rank");
   return comm;
