@@ -27,7 +27,8 @@ constexpr std::array<EnvVarInfo, kEnvVarCount> kEnvVars = {{
 
 // "ncclAllReduce" + 4 is "AllReduce": DETNCCL_OPS names drop the prefix.
 constexpr std::array<std::string_view, kTracedOpCount> kTracedOpNames = {
-#define DETNCCL_TRACED_OP_NAME(ret, name, params, args, kind, need) DETNCCL_TRACED_KIND_##kind(std::string_view(#name).substr(4), )
+#define DETNCCL_TRACED_OP_NAME(ret, name, params, args, kind, need) \
+  DETNCCL_TRACED_KIND_##kind(std::string_view(#name).substr(4), )
     DETNCCL_NCCL_API(DETNCCL_TRACED_OP_NAME)
 #undef DETNCCL_TRACED_OP_NAME
 };
@@ -48,11 +49,11 @@ std::string_view trim(std::string_view s) noexcept {
   return s;
 }
 
-// Appends s with every byte outside printable ASCII (and the backslash that would make that ambiguous in a
-// message) written as \xNN, so that a hostile value cannot put control characters or invalid UTF-8 on a terminal.
-void append_escaped(std::string& out, std::string_view s) {
+}  // namespace
+
+void append_escaped(std::string& out, std::string_view text) {
   static constexpr char kHex[] = "0123456789abcdef";
-  for (char c : s) {
+  for (char c : text) {
     const auto byte = static_cast<unsigned char>(c);
     if (byte >= 0x20 && byte < 0x7f) {
       out += c;
@@ -63,6 +64,8 @@ void append_escaped(std::string& out, std::string_view s) {
     }
   }
 }
+
+namespace {
 
 // A value as an error message quotes it: escaped, and shortened (with its length) when long.
 std::string quoted(std::string_view value) {

@@ -249,6 +249,11 @@ ParsedConfig config_from_environment() noexcept;
 // bytes outside printable ASCII are written as \xNN. Used by DETNCCL_PRINT_CONFIG and the log header.
 std::string format_config(const Config& config);
 
+// Appends `text` to `out` with every byte outside printable ASCII written as \xNN, so that a hostile value cannot put
+// control characters or invalid UTF-8 on a terminal or in a log header. format_config, nccl_variables and the error
+// messages write values this way.
+void append_escaped(std::string& out, std::string_view text);
+
 // The Markdown table of every variable (name, default, accepted values, description) that docs/configuration.md
 // embeds between its "generated" markers.
 std::string config_reference_markdown();

@@ -59,19 +59,9 @@ std::string nccl_variables(std::span<const std::string_view> environment) {
   std::stable_sort(entries.begin(), entries.end(), [](std::string_view a, std::string_view b) {
     return a.substr(0, a.find('=')) < b.substr(0, b.find('='));
   });
-  static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   for (std::string_view entry : entries) {
-    for (char c : entry) {
-      const auto byte = static_cast<unsigned char>(c);
-      if (byte >= 0x20 && byte < 0x7f) {
-        out += c;
-      } else {
-        out += "\\x";
-        out += kHex[byte >> 4];
-        out += kHex[byte & 0xf];
-      }
-    }
+    append_escaped(out, entry);
     out += '\n';
   }
   return out;

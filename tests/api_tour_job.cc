@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "hostnccl/launcher/bootstrap.h"
+#include "tests/job_support.h"
 
 namespace {
 
@@ -21,22 +21,14 @@ void expect(bool condition, const char* what, int rank) {
   }
 }
 
-int environment_int(const char* name, int fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? std::atoi(value) : fallback;
-}
-
 }  // namespace
 
 int main() {
-  const int rank = environment_int("RANK", 0);
-  const int nranks = environment_int("WORLD_SIZE", 1);
+  const detnccl::test::JobRank job = detnccl::test::job_rank_from_environment();
+  const int rank = job.rank;
+  const int nranks = job.nranks;
   ncclUniqueId id;
-  std::string error;
-  if (!detnccl::share_unique_id(rank, &id, &error)) {
-    std::fprintf(stderr, "%s\n", error.c_str());
-    return 1;
-  }
+  if (!detnccl::test::share_job_unique_id(rank, &id)) return 1;
   ncclComm_t world = nullptr;
   expect(ncclCommInitRank(&world, nranks, id, rank) == ncclSuccess, "init", rank);
   int count = 0, me = -1, device = -1;

@@ -6,8 +6,6 @@
 //   soak rank R: steps S splits P rss_anon_kib A0,A1,... rss_kib V0,V1,...
 // (one sample after each tenth of the steps), so the test can see whether memory stays flat.
 //   soak_job --steps N [--split-every K]
-#include <dlfcn.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -15,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "hostnccl/launcher/bootstrap.h"
+#include "tests/job_support.h"
 #include "tests/trace_job_calls.h"
 #include "tests/trace_job_script.h"
 
@@ -23,11 +21,6 @@ namespace {
 
 using detnccl::records::OpId;
 using detnccl::test::ScriptCall;
-
-int environment_int(const char* name, int fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? std::atoi(value) : fallback;
-}
 
 bool ok(ncclResult_t result, const char* what, int rank, int step) {
   if (result == ncclSuccess) return true;
@@ -92,19 +85,12 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const int rank = environment_int("RANK", 0);
-  const int nranks = environment_int("WORLD_SIZE", 1);
-  using SetStep = void (*)(std::uint64_t);
-  auto set_step = reinterpret_cast<SetStep>(dlsym(RTLD_DEFAULT, "detnccl_set_step"));
-
-  ncclUniqueId id;
-  std::string error;
-  if (!detnccl::share_unique_id(rank, &id, &error)) {
-    std::fprintf(stderr, "cannot share the unique id: %s\n", error.c_str());
-    return 1;
-  }
-  ncclComm_t comm = nullptr;
-  if (!ok(ncclCommInitRank(&comm, nranks, id, rank), "ncclCommInitRank", rank, -1)) return 1;
+  const detnccl::test::JobRank job = detnccl::test::job_rank_from_environment();
+  const int rank = job.rank;
+  const int nranks = job.nranks;
+  const auto set_step = detnccl::test::find_set_step();
+  ncclComm_t comm = detnccl::test::init_job_communicator(job);
+  if (comm == nullptr) return 1;
 
   std::string anon_samples, rss_samples;
   int splits = 0;

@@ -29,7 +29,7 @@
 #include "hash/fingerprint.h"
 #include "records/log_reader.h"
 #include "records/record_writer.h"
-#include "tests/test_faults_process.h"
+#include "tests/test_support.h"
 
 namespace {
 
@@ -43,7 +43,7 @@ using detnccl::test::environment_with;
 using detnccl::test::occurrences;
 using detnccl::test::ProcessOutcome;
 using detnccl::test::run_process;
-using detnccl::test::ScratchDir;
+using detnccl::test::TempDir;
 using nlohmann::json;
 
 constexpr std::chrono::seconds kDeadline{120};
@@ -78,7 +78,7 @@ std::string rank_log(const std::string& run_dir, std::uint32_t rank) {
 }
 
 // The single-process job: RANKS threads, CALLS AllReduces of COUNT floats each, shim preloaded.
-ProcessOutcome threads_job(const ScratchDir& scratch, const std::vector<std::string>& environment, int ranks, int calls,
+ProcessOutcome threads_job(const TempDir& scratch, const std::vector<std::string>& environment, int ranks, int calls,
                            int count, const std::function<void()>& in_child = {}) {
   std::vector<std::string> extra = {"LD_PRELOAD=" DETNCCL_SHIM_PATH};
   extra.insert(extra.end(), environment.begin(), environment.end());
@@ -87,7 +87,7 @@ ProcessOutcome threads_job(const ScratchDir& scratch, const std::vector<std::str
       environment_with(extra), scratch / "job-output.txt", kDeadline, in_child);
 }
 
-json cli_json(const ScratchDir& scratch, const std::vector<std::string>& arguments) {
+json cli_json(const TempDir& scratch, const std::vector<std::string>& arguments) {
   std::vector<std::string> argv = {DETNCCL_CLI};
   argv.insert(argv.end(), arguments.begin(), arguments.end());
   const ProcessOutcome outcome = run_process(argv, environment_with({"NO_COLOR=1"}), scratch / "cli.txt", kDeadline);
@@ -107,7 +107,7 @@ bool is_printable_text(const std::string& text) {
 // A rank killed inside an AllReduce
 
 TEST(FaultKilledRank, SurvivorsFailWithinTheTimeoutAndTheLogsSayExactlyWhatIsMissing) {
-  ScratchDir scratch;
+  TempDir scratch("detnccl-faults");
   constexpr int kRanks = 3, kSteps = 4, kKillStep = 2, kTimeoutSeconds = 20;
   const auto run_job = [&](const std::string& run, int kill_step) {
     fs::create_directory(scratch / ("id-" + run));
@@ -218,7 +218,7 @@ void expect_truncated_but_completed(const ProcessOutcome& job, const std::string
 }
 
 TEST(FaultDiskFull, ASmallFileSystemFillsUpTheJobCompletesAndTheLogIsMarkedTruncated) {
-  ScratchDir scratch;
+  TempDir scratch("detnccl-faults");
   const std::string mount_point = scratch / "tmpfs";
   fs::create_directory(mount_point);
   // The log starts at 1 MiB (fallocate'd at once); 1152 KiB leaves it 128 KiB to grow into.
@@ -236,7 +236,7 @@ TEST(FaultDiskFull, AFileSizeLimitStopsTracingWithoutKillingTheJob) {
   // The job here does not ignore the signal: the writer must never grow the file past the limit.
   // (hostnccl sizes its shared-memory segment with ftruncate too: small staging slots and rings keep it under the
   // limit.)
-  ScratchDir scratch;
+  TempDir scratch("detnccl-faults");
   constexpr int kCalls = 6000;
   constexpr rlim_t kLimit = 1152 << 10;
   const ProcessOutcome job = threads_job(
@@ -255,7 +255,7 @@ TEST(FaultDiskFull, AFileSizeLimitStopsTracingWithoutKillingTheJob) {
 // Log locations: unwritable, symlinks, someone else's files, the same run twice
 
 // Runs the small job with the log location given; returns its outcome.
-ProcessOutcome small_job(const ScratchDir& scratch, const std::string& dir, const std::string& run,
+ProcessOutcome small_job(const TempDir& scratch, const std::string& dir, const std::string& run,
                          const std::function<void()>& in_child = {}) {
   return threads_job(scratch, {"DETNCCL_DIR=" + dir, "DETNCCL_RUN=" + run}, 2, 4, 64, in_child);
 }
@@ -267,7 +267,7 @@ void expect_completed_without_tracing(const ProcessOutcome& job, const std::stri
 }
 
 TEST(FaultLogLocation, AnUnwritableDirectoryTurnsTracingOffWithOneWarning) {
-  ScratchDir scratch;
+  TempDir scratch("detnccl-faults");
   const std::string read_only = scratch / "read-only";
   fs::create_directory(read_only);
   // As root, permission bits do not stop a write: a read-only mount does.
@@ -280,7 +280,7 @@ TEST(FaultLogLocation, AnUnwritableDirectoryTurnsTracingOffWithOneWarning) {
 }
 
 TEST(FaultLogLocation, ASymlinkInPlaceOfTheRunDirectoryIsNotFollowed) {
-  ScratchDir scratch;
+  TempDir scratch("detnccl-faults");
   const std::string target = scratch / "elsewhere";
   fs::create_directory(target);
   fs::create_directory(scratch / "logs");
@@ -291,7 +291,7 @@ TEST(FaultLogLocation, ASymlinkInPlaceOfTheRunDirectoryIsNotFollowed) {
 }
 
 TEST(FaultLogLocation, ASymlinkInPlaceOfTheLogFileIsNotFollowed) {
-  ScratchDir scratch;
+  TempDir scratch("detnccl-faults");
   const std::string victim = scratch / "victim.txt";
   std::ofstream(victim) << "precious";
   fs::create_directories(scratch / "logs/r");
@@ -304,7 +304,7 @@ TEST(FaultLogLocation, ASymlinkInPlaceOfTheLogFileIsNotFollowed) {
 
 TEST(FaultLogLocation, SomeoneElsesFilesAreNeitherOverwrittenNorUsed) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to give files to another user";
-  ScratchDir scratch;
+  TempDir scratch("detnccl-faults");
   // A log file of another user in our run directory: left alone, and the job fails to trace, clearly.
   fs::create_directories(scratch / "logs/r");
   const std::string theirs = rank_log(scratch / "logs/r", 0);
@@ -327,7 +327,7 @@ TEST(FaultLogLocation, SomeoneElsesFilesAreNeitherOverwrittenNorUsed) {
 }
 
 TEST(FaultLogLocation, TheSameRunNameTwiceNeverOverwritesTheFirstRun) {
-  ScratchDir scratch;
+  TempDir scratch("detnccl-faults");
   ASSERT_EQ(small_job(scratch, scratch.path(), "same").exit_code, 0);
   const std::string first = rank_log(scratch / "same", 0);
   std::ifstream first_stream(first, std::ios::binary);
@@ -341,7 +341,7 @@ TEST(FaultLogLocation, TheSameRunNameTwiceNeverOverwritesTheFirstRun) {
 }
 
 TEST(FaultLogLocation, LogsAreOwnerOnlyWhateverTheUmask) {
-  ScratchDir scratch;
+  TempDir scratch("detnccl-faults");
   const ProcessOutcome job = small_job(scratch, scratch / "new/logs", "m", [] { umask(0); });
   ASSERT_EQ(job.exit_code, 0) << job.output;
   const auto mode = [](const std::string& path) {
@@ -395,7 +395,7 @@ class FaultEnvironment : public ::testing::TestWithParam<AbsurdValue> {};
 
 TEST_P(FaultEnvironment, IsAcceptedOrRefusedByNameNeverACrash) {
   const AbsurdValue& value = GetParam();
-  ScratchDir scratch;
+  TempDir scratch("detnccl-faults");
   std::vector<std::string> environment = {"DETNCCL_DIR=" + scratch / "logs"};
   for (std::string entry : value.environment) {
     // "@" stands for the scratch directory.
@@ -439,7 +439,7 @@ INSTANTIATE_TEST_SUITE_P(Values, FaultEnvironment, ::testing::ValuesIn(absurd_va
 // Many threads at once
 
 TEST(FaultThreads, SixteenThreadsCallingAtOnceAreAllRecordedIntact) {
-  ScratchDir scratch;
+  TempDir scratch("detnccl-faults");
   constexpr int kRanks = 16, kCalls = 40, kCount = 257;
   const ProcessOutcome job =
       threads_job(scratch, {"DETNCCL_DIR=" + scratch.path(), "DETNCCL_RUN=t"}, kRanks, kCalls, kCount);
@@ -487,7 +487,7 @@ std::uint64_t resident_file_bytes() {
 }
 
 TEST(FaultReaderMemory, ReadingALongLogKeepsBoundedMemory) {
-  ScratchDir scratch;
+  TempDir scratch("detnccl-faults");
   constexpr std::uint64_t kLogBytes = 48u << 20;
   std::vector<std::uint64_t> segments(8192);  // 64 KiB of digests per record
   {

@@ -12,7 +12,6 @@
 //       contributed only the first, so the call cannot complete without it.) The survivors print
 //         "rank R step K: ncclAllReduce returned <ncclResult_t> after <ms> ms (<error string>)"
 //       and exit 3 (a failed call) or 4 (the call succeeded, which must not happen).
-#include <dlfcn.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -24,7 +23,7 @@
 #include <vector>
 
 #include "abi/nccl_abi.h"
-#include "hostnccl/launcher/bootstrap.h"
+#include "tests/job_support.h"
 
 namespace {
 
@@ -36,11 +35,6 @@ float sum_over_ranks(int nranks, int call, std::size_t i) {
   float sum = 0;
   for (int r = 0; r < nranks; ++r) sum += input_value(r, call, i);
   return sum;
-}
-
-int environment_int(const char* name, int fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? std::atoi(value) : fallback;
 }
 
 int threads_mode(int nranks, int calls, std::size_t count) {
@@ -84,21 +78,12 @@ int threads_mode(int nranks, int calls, std::size_t count) {
 }
 
 int kill_in_allreduce_mode(int steps, int kill_step) {
-  const int rank = environment_int("RANK", 0);
-  const int nranks = environment_int("WORLD_SIZE", 1);
-  ncclUniqueId id;
-  std::string error;
-  if (!detnccl::share_unique_id(rank, &id, &error)) {
-    std::fprintf(stderr, "cannot share the unique id: %s\n", error.c_str());
-    return 1;
-  }
-  ncclComm_t comm = nullptr;
-  if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) {
-    std::fprintf(stderr, "ncclCommInitRank failed: %s\n", ncclGetLastError(nullptr));
-    return 1;
-  }
-  using SetStep = void (*)(std::uint64_t);
-  const auto set_step = reinterpret_cast<SetStep>(dlsym(RTLD_DEFAULT, "detnccl_set_step"));
+  const detnccl::test::JobRank job = detnccl::test::job_rank_from_environment();
+  const int rank = job.rank;
+  const int nranks = job.nranks;
+  ncclComm_t comm = detnccl::test::init_job_communicator(job);
+  if (comm == nullptr) return 1;
+  const auto set_step = detnccl::test::find_set_step();
   constexpr std::size_t kCount = 4099;
   std::vector<float> in(kCount), out(kCount);
   for (int step = 0; step < steps; ++step) {

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/test_faults_process.h"
+#include "tests/test_support.h"
 #include "tests/trace_job_script.h"
 
 namespace {
@@ -24,7 +24,7 @@ namespace {
 using detnccl::test::environment_with;
 using detnccl::test::ProcessOutcome;
 using detnccl::test::run_process;
-using detnccl::test::ScratchDir;
+using detnccl::test::TempDir;
 using nlohmann::json;
 
 int environment_int(const char* name, int fallback) {
@@ -42,7 +42,7 @@ std::vector<long> parse_samples(const std::string& text) {
 TEST(Soak, EightRanksOfMixedCallsKeepEveryRelationAndFlatMemory) {
   constexpr int kRanks = 8, kSplitEvery = 5;
   const int steps = environment_int("SOAK_STEPS", DETNCCL_SOAK_SANITIZED ? 1000 : 10000);
-  ScratchDir scratch("detnccl-soak");
+  TempDir scratch("detnccl-soak");
   std::vector<std::string> argv = {DETNCCL_LAUNCHER,
                                    "-n",
                                    std::to_string(kRanks),

@@ -10,7 +10,6 @@
 //                     bug before the step's first AllReduce would; outputs of step K are then not checked
 //   --wide-allreduce  instead of the script, one fp32 AllReduce per step of values spanning 40 orders of magnitude
 //                     (their sum depends on the order of addition); outputs are not checked
-#include <dlfcn.h>
 #include <sched.h>
 #include <signal.h>
 #include <unistd.h>
@@ -23,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "hostnccl/launcher/bootstrap.h"
+#include "tests/job_support.h"
 #include "tests/trace_job_calls.h"
 #include "tests/trace_job_script.h"
 
@@ -31,11 +30,6 @@ namespace {
 
 using detnccl::records::OpId;
 using detnccl::test::ScriptCall;
-
-int environment_int(const char* name, int fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? std::atoi(value) : fallback;
-}
 
 // With --nonblocking, the communicator whose calls may return ncclInProgress: the job then polls
 // ncclCommGetAsyncError until the call is enqueued, as NCCL requires before the next call.
@@ -125,26 +119,22 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const int rank = environment_int("RANK", 0);
-  const int nranks = environment_int("WORLD_SIZE", 1);
-  using SetStep = void (*)(std::uint64_t);
-  auto set_step = reinterpret_cast<SetStep>(dlsym(RTLD_DEFAULT, "detnccl_set_step"));
+  const detnccl::test::JobRank job = detnccl::test::job_rank_from_environment();
+  const int rank = job.rank;
+  const int nranks = job.nranks;
+  const auto set_step = detnccl::test::find_set_step();
 
-  ncclUniqueId id;
-  std::string error;
-  if (!detnccl::share_unique_id(rank, &id, &error)) {
-    std::fprintf(stderr, "cannot share the unique id: %s\n", error.c_str());
-    return 1;
-  }
   ncclComm_t comm = nullptr;
   if (nonblocking) {
+    ncclUniqueId id;
+    if (!detnccl::test::share_job_unique_id(rank, &id)) return 1;
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     const ncclResult_t result = ncclCommInitRankConfig(&comm, nranks, id, rank, &config);
     if (result != ncclSuccess && result != ncclInProgress) return ok(result, "ncclCommInitRankConfig") ? 0 : 1;
     g_non_blocking_comm = comm;
     if (!ok(result, "ncclCommInitRankConfig")) return 1;
-  } else if (!ok(ncclCommInitRank(&comm, nranks, id, rank), "ncclCommInitRank")) {
+  } else if ((comm = detnccl::test::init_job_communicator(job)) == nullptr) {
     return 1;
   }
 

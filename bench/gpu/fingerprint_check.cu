@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/gpu/check_table.h"
 #include "hash/device_emulation.h"
 #include "hash/fingerprint_cuda.h"
 #include "hash/reference_fingerprint.h"
@@ -30,6 +31,7 @@
 namespace {
 
 namespace hash = detnccl::hash;
+using namespace detnccl::gpu_check;
 using hash::kLeafBytes;
 
 struct Options {
@@ -37,31 +39,6 @@ struct Options {
   std::size_t max_bytes = std::size_t{1} << 30;  // largest throughput size
   int repetitions = 20;
 };
-
-int g_failures = 0;
-
-void row(const std::string& check, bool ok, const std::string& figure) {
-  if (!ok) ++g_failures;
-  std::printf("%-62s | %-4s | %s\n", check.c_str(), ok ? "ok" : "FAIL", figure.c_str());
-  std::fflush(stdout);
-}
-
-void info(const std::string& check, const std::string& figure) {
-  std::printf("%-62s | %-4s | %s\n", check.c_str(), "info", figure.c_str());
-  std::fflush(stdout);
-}
-
-// Aborts the whole check on a CUDA error: nothing after it would be meaningful.
-void cuda_check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    std::printf("%-62s | FAIL | %s\n", what, cudaGetErrorString(status));
-    std::exit(1);
-  }
-}
-
-std::uint64_t portable_xxh3(const std::uint8_t* p, std::uint64_t n, std::uint64_t seed) {
-  return hash::xxh3::hash(p, n, seed);
-}
 
 std::string hex(std::uint64_t v) {
   char text[17];
@@ -152,11 +129,7 @@ void run_dry(const std::vector<std::uint8_t>& host, const Options& options) {
 }
 
 void run_device(const std::vector<std::uint8_t>& host, const Options& options) {
-  int device = 0;
-  cudaDeviceProp prop{};
-  cuda_check(cudaGetDevice(&device), "cudaGetDevice");
-  cuda_check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
-  info("device", std::string(prop.name) + ", " + std::to_string(prop.multiProcessorCount) + " SMs");
+  print_device_row();
 
   const std::size_t buffer_bytes = host.size();
   std::uint8_t* d_data = nullptr;
@@ -302,22 +275,15 @@ int main(int argc, char** argv) {
   }
   std::printf("detnccl GPU fingerprint check, definition v%u, leaf %zu bytes%s\n", hash::kFingerprintVersion,
               kLeafBytes, options.dry_run ? " (dry run: no kernels)" : "");
-  std::printf("%-62s | %-4s | %s\n", "check", "", "figure");
+  print_table_header();
   // One random buffer serves every case (offsets into it give the alignments).
   const std::size_t needed = std::max(options.max_bytes, (std::size_t{100} << 20) + 13) + 512;
   std::vector<std::uint8_t> host(options.dry_run ? (std::size_t{40} << 20) + 512 : needed);
-  std::uint64_t state = 0x243F6A8885A308D3ULL;
-  for (std::size_t i = 0; i + 8 <= host.size(); i += 8) {
-    state ^= state << 13;
-    state ^= state >> 7;
-    state ^= state << 17;
-    std::memcpy(&host[i], &state, 8);
-  }
+  fill_pseudo_random(host);
   if (options.dry_run) {
     run_dry(host, options);
   } else {
     run_device(host, options);
   }
-  std::printf("%s: %d failed check(s)\n", g_failures == 0 ? "PASS" : "FAIL", g_failures);
-  return g_failures == 0 ? 0 : 1;
+  return finish_table();
 }

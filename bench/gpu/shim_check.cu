@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/gpu/check_table.h"
 #include "hash/reference_fingerprint.h"
 #include "hash/tree_shape.h"
 #include "hash/xxh3_portable.h"
@@ -34,37 +35,13 @@
 namespace {
 
 namespace hash = detnccl::hash;
+using namespace detnccl::gpu_check;
 using detnccl::interpose::DeviceDigestRequest;
 using detnccl::interpose::DeviceDigests;
 using detnccl::interpose::DeviceDigestTicket;
 using detnccl::interpose::enqueue_device_digests;
 using hash::kLeafBytes;
 using Ticket = std::unique_ptr<DeviceDigestTicket>;
-
-int g_failures = 0;
-
-void row(const std::string& check, bool ok, const std::string& figure) {
-  if (!ok) ++g_failures;
-  std::printf("%-62s | %-4s | %s\n", check.c_str(), ok ? "ok" : "FAIL", figure.c_str());
-  std::fflush(stdout);
-}
-
-void info(const std::string& check, const std::string& figure) {
-  std::printf("%-62s | %-4s | %s\n", check.c_str(), "info", figure.c_str());
-  std::fflush(stdout);
-}
-
-// Aborts the whole check on a CUDA error of the check's own calls: nothing after it would be meaningful.
-void cuda_check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    std::printf("%-62s | FAIL | %s\n", what, cudaGetErrorString(status));
-    std::exit(1);
-  }
-}
-
-std::uint64_t portable_xxh3(const std::uint8_t* p, std::uint64_t n, std::uint64_t seed) {
-  return hash::xxh3::hash(p, n, seed);
-}
 
 const char* state_name(DeviceDigestTicket::State state) {
   switch (state) {
@@ -407,11 +384,7 @@ void measure_enqueue_cost(Device& device) {
 
 void run_device() {
   Device device;
-  int ordinal = 0;
-  cudaDeviceProp prop{};
-  cuda_check(cudaGetDevice(&ordinal), "cudaGetDevice");
-  cuda_check(cudaGetDeviceProperties(&prop, ordinal), "cudaGetDeviceProperties");
-  info("device", std::string(prop.name) + ", " + std::to_string(prop.multiProcessorCount) + " SMs");
+  print_device_row();
   for (cudaStream_t& stream : device.streams) {
     cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
   }
@@ -420,13 +393,7 @@ void run_device() {
 
   device.bytes = (std::size_t{640} << 20) + 512;
   std::vector<std::uint8_t> host(device.bytes);
-  std::uint64_t state = 0x243F6A8885A308D3ULL;
-  for (std::size_t i = 0; i + 8 <= host.size(); i += 8) {
-    state ^= state << 13;
-    state ^= state >> 7;
-    state ^= state << 17;
-    std::memcpy(&host[i], &state, 8);
-  }
+  fill_pseudo_random(host);
   cuda_check(cudaMalloc(&device.data, device.bytes), "cudaMalloc data");
   cuda_check(cudaMemcpy(device.data, host.data(), device.bytes, cudaMemcpyHostToDevice), "copy to device");
   device.copied_back.resize(device.bytes);
@@ -460,12 +427,11 @@ int main(int argc, char** argv) {
   }
   std::printf("detnccl GPU check of the shim's device fingerprints, definition v%u%s\n", hash::kFingerprintVersion,
               dry_run ? " (dry run: no kernels)" : "");
-  std::printf("%-62s | %-4s | %s\n", "check", "", "figure");
+  print_table_header();
   if (dry_run) {
     run_dry();
   } else {
     run_device();
   }
-  std::printf("%s: %d failed check(s)\n", g_failures == 0 ? "PASS" : "FAIL", g_failures);
-  return g_failures == 0 ? 0 : 1;
+  return finish_table();
 }

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "cli/analysis/call_layout.h"
+#include "cli/analysis/call_matching.h"
 #include "cli/analysis/parallel.h"
 #include "hash/fingerprint.h"
 
@@ -17,28 +18,6 @@ namespace {
 
 using records::CallFields;
 using records::OpId;
-
-struct GroupKey {
-  std::uint64_t comm_id;
-  std::uint64_t index;
-  friend bool operator==(const GroupKey&, const GroupKey&) = default;
-};
-struct PairKey {
-  std::uint64_t comm_id;
-  std::uint32_t sender;
-  std::uint32_t receiver;
-  std::uint64_t index;
-  friend bool operator==(const PairKey&, const PairKey&) = default;
-};
-struct KeyHash {
-  std::size_t operator()(const GroupKey& key) const noexcept {
-    return std::hash<std::uint64_t>()(key.comm_id ^ (key.index * 0x9E3779B97F4A7C15ull));
-  }
-  std::size_t operator()(const PairKey& key) const noexcept {
-    return std::hash<std::uint64_t>()(key.comm_id ^ (key.index * 0x9E3779B97F4A7C15ull) ^
-                                      (std::uint64_t{key.sender} << 32 | key.receiver));
-  }
-};
 
 // One rank's call in a group.
 struct Member {
@@ -54,10 +33,10 @@ struct Group {
   std::vector<Member> members;
 };
 
+// "rank 3" or "ranks 3, 5".
 std::string ranks_text(const std::vector<std::uint32_t>& ranks) {
   std::string text = ranks.size() == 1 ? "rank " : "ranks ";
-  for (std::size_t i = 0; i < ranks.size() && i < 8; ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
-  if (ranks.size() > 8) text += " and " + std::to_string(ranks.size() - 8) + " more";
+  text += rank_list(ranks);
   return text;
 }
 
@@ -76,9 +55,8 @@ class Checker {
     const std::uint32_t comm_rank = call.communicator.rank;
     global_of_[{comm_id, comm_rank}] = rank;
     if (is_point_to_point(call.call.op)) {
-      const auto peer = static_cast<std::uint32_t>(call.call.peer);
-      const bool send = call.call.op == OpId::kSend;
-      const PairKey key{comm_id, send ? comm_rank : peer, send ? peer : comm_rank, call.pair_index};
+      const PairKey key =
+          pair_key(comm_id, call.call.op, comm_rank, static_cast<std::uint32_t>(call.call.peer), call.pair_index);
       const auto found = pairs_.find(key);
       if (found == pairs_.end()) {
         pairs_.emplace(key, Member{rank, call});
@@ -88,7 +66,7 @@ class Checker {
       }
       return;
     }
-    const GroupKey key{comm_id, call.collective_index};
+    const CollectiveKey key{comm_id, call.collective_index};
     Group& group = groups_[key];
     if (group.members.empty()) group.nranks = call.communicator.nranks;
     group.members.push_back(Member{rank, call});
@@ -101,7 +79,7 @@ class Checker {
   // After the last call: whatever is still pending lacks members.
   void finish() {
     struct Incomplete {
-      GroupKey key;
+      CollectiveKey key;
       OpId op;
       std::uint64_t step;
       std::vector<std::uint32_t> missing;
@@ -212,7 +190,7 @@ class Checker {
   static std::string to_text(std::uint64_t v) { return std::to_string(v); }
   static std::string to_text(std::int64_t v) { return std::to_string(v); }
 
-  bool check_metadata(const Group& group, const GroupKey& key) {
+  bool check_metadata(const Group& group, const CollectiveKey& key) {
     const Member& first = lowest(group);
     std::string description;
     const auto report = [&](CheckFindingKind kind, std::vector<std::uint32_t> odd, const std::string& what) {
@@ -253,7 +231,7 @@ class Checker {
     return consistent;
   }
 
-  void content_failure(const Group& group, const GroupKey& key, std::vector<std::uint32_t> ranks,
+  void content_failure(const Group& group, const CollectiveKey& key, std::vector<std::uint32_t> ranks,
                        const std::string& what) {
     const Member& first = lowest(group);
     std::sort(ranks.begin(), ranks.end());
@@ -270,7 +248,7 @@ class Checker {
     add_finding(std::move(finding));
   }
 
-  void check_group(const Group& group, const GroupKey& key) {
+  void check_group(const Group& group, const CollectiveKey& key) {
     ++result_.collectives;
     if (!check_metadata(group, key)) return;
     const Member& first = lowest(group);
@@ -427,18 +405,11 @@ class Checker {
     }
   }
 
-  struct MemberKey {
-    std::uint64_t id;
-    std::uint32_t rank;
-    friend bool operator<(const MemberKey& x, const MemberKey& y) {
-      return std::tie(x.id, x.rank) < std::tie(y.id, y.rank);
-    }
-  };
   CheckResult& result_;
   const CheckOptions& options_;
-  std::unordered_map<GroupKey, Group, KeyHash> groups_;
-  std::unordered_map<PairKey, Member, KeyHash> pairs_;
-  std::map<MemberKey, std::uint32_t> global_of_;
+  std::unordered_map<CollectiveKey, Group, CallKeyHash> groups_;
+  std::unordered_map<PairKey, Member, CallKeyHash> pairs_;
+  GlobalRanks global_of_;  // (communicator id, rank in it) -> global rank
 };
 
 }  // namespace

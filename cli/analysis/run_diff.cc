@@ -7,6 +7,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "cli/analysis/call_matching.h"
 #include "cli/analysis/parallel.h"
 
 namespace detnccl::analysis {
@@ -307,37 +308,8 @@ class RankComparison {
 // ---------------------------------------------------------------------------------------------------------------
 // Across ranks
 
-struct CollectiveKey {
-  std::uint64_t comm_id;
-  std::uint64_t index;
-  friend bool operator==(const CollectiveKey&, const CollectiveKey&) = default;
-};
-struct PairKey {
-  std::uint64_t comm_id;
-  std::uint32_t sender;
-  std::uint32_t receiver;
-  std::uint64_t index;
-  friend bool operator==(const PairKey&, const PairKey&) = default;
-};
-struct KeyHash {
-  std::size_t operator()(const CollectiveKey& key) const noexcept {
-    return std::hash<std::uint64_t>()(key.comm_id ^ (key.index * 0x9E3779B97F4A7C15ull));
-  }
-  std::size_t operator()(const PairKey& key) const noexcept {
-    return std::hash<std::uint64_t>()(key.comm_id ^ (key.index * 0x9E3779B97F4A7C15ull) ^
-                                      (std::uint64_t{key.sender} << 32 | key.receiver));
-  }
-};
-
 SourceCall source_of(const DivergentCallBrief& brief) {
   return {brief.rank, brief.op, brief.step, brief.seq, brief.comm_seq};
-}
-
-std::string rank_list(const std::vector<std::uint32_t>& ranks, std::size_t shown = 8) {
-  std::string text;
-  for (std::size_t i = 0; i < ranks.size() && i < shown; ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
-  if (ranks.size() > shown) text += " and " + std::to_string(ranks.size() - shown) + " more";
-  return text;
 }
 
 class Classifier {
@@ -352,9 +324,9 @@ class Classifier {
       for (const DivergentCallBrief& brief : rank.divergent) {
         if (!brief.input_differs) continue;
         if (brief.op == OpId::kSend) {
-          sends_.emplace(
-              PairKey{brief.comm_id, brief.comm_rank, static_cast<std::uint32_t>(brief.peer), brief.pair_index},
-              &brief);
+          sends_.emplace(pair_key(brief.comm_id, brief.op, brief.comm_rank, static_cast<std::uint32_t>(brief.peer),
+                                  brief.pair_index),
+                         &brief);
         } else if (!is_point_to_point(brief.op)) {
           collectives_[{brief.comm_id, brief.collective_index}].push_back(&brief);
         }
@@ -482,7 +454,8 @@ class Classifier {
 
   void classify_receive(const RankDiff& rank, CallDivergence& call, const CallSide& side) const {
     const auto sender = static_cast<std::uint32_t>(side.fields.peer);
-    const auto send = sends_.find({side.communicator.id, sender, side.communicator.rank, side.pair_index});
+    const auto send =
+        sends_.find(pair_key(side.communicator.id, side.fields.op, side.communicator.rank, sender, side.pair_index));
     const auto sender_rank = global_rank_.find({side.communicator.id, sender});
     const std::string sender_name = sender_rank != global_rank_.end() ? "rank " + std::to_string(sender_rank->second)
                                                                       : "peer " + std::to_string(sender);
@@ -511,20 +484,13 @@ class Classifier {
     }
   }
 
-  struct MemberKey {
-    std::uint64_t id;
-    std::uint32_t rank;
-    friend bool operator<(const MemberKey& x, const MemberKey& y) {
-      return std::tie(x.id, x.rank) < std::tie(y.id, y.rank);
-    }
-  };
   std::vector<RankDiff>& ranks_;
   std::vector<std::uint32_t> capped_ranks_;
-  std::map<MemberKey, std::uint32_t> global_rank_;    // run A's (communicator id, rank in it) -> global rank
-  std::map<MemberKey, std::uint32_t> global_rank_b_;  // the same for run B
-  std::vector<const RankDiff*> stopped_;              // ranks whose first divergence is a missing call
-  std::unordered_map<PairKey, const DivergentCallBrief*, KeyHash> sends_;
-  std::unordered_map<CollectiveKey, std::vector<const DivergentCallBrief*>, KeyHash> collectives_;
+  GlobalRanks global_rank_;               // run A's (communicator id, rank in it) -> global rank
+  GlobalRanks global_rank_b_;             // the same for run B
+  std::vector<const RankDiff*> stopped_;  // ranks whose first divergence is a missing call
+  std::unordered_map<PairKey, const DivergentCallBrief*, CallKeyHash> sends_;
+  std::unordered_map<CollectiveKey, std::vector<const DivergentCallBrief*>, CallKeyHash> collectives_;
 };
 
 int role_order(DivergenceRole role) {
