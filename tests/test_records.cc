@@ -1,10 +1,17 @@
 // Tests of records/: the log format, RecordWriter (crash safety, disk full, safe creation, threads) and LogReader
 // (torn tails, corruption, every truncation, random damage).
 #include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <signal.h>
+#include <stddef.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <ucontext.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -711,6 +718,191 @@ TEST(RecordWriter, ForkedChildDetachesWithoutTouchingTheLog) {
   EXPECT_TRUE(is_call(log.records[0], 0));
   EXPECT_TRUE(is_call(log.records[1], 1));
 }
+
+// Which pages of the process's one mapping of `path` are present in its page table (/proc/self/pagemap bit 63, readable
+// without privileges), indexed by page from the start of the file. Empty when no mapping of it is found.
+std::vector<bool> mapped_pages(const std::string& path) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  std::uintptr_t start = 0, end = 0;
+  while (std::getline(maps, line)) {
+    if (line.size() > path.size() && line.compare(line.size() - path.size(), path.size(), path) == 0 &&
+        std::sscanf(line.c_str(), "%lx-%lx", &start, &end) == 2) {
+      break;
+    }
+    start = end = 0;
+  }
+  const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  std::vector<bool> present;
+  const int pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  if (pagemap < 0) return present;
+  for (std::uintptr_t address = start; address < end; address += page) {
+    std::uint64_t entry = 0;
+    if (pread(pagemap, &entry, sizeof(entry), static_cast<off_t>(address / page * sizeof(entry))) != sizeof(entry)) {
+      break;
+    }
+    present.push_back((entry >> 63) != 0);
+  }
+  close(pagemap);
+  return present;
+}
+
+// Whether this kernel knows MADV_POPULATE_WRITE (Linux 5.14+).
+bool kernel_populates() {
+  const long page = sysconf(_SC_PAGESIZE);
+  void* memory =
+      mmap(nullptr, static_cast<std::size_t>(page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (memory == MAP_FAILED) return false;
+  const bool known = madvise(memory, static_cast<std::size_t>(page), 23 /* MADV_POPULATE_WRITE */) == 0;
+  munmap(memory, static_cast<std::size_t>(page));
+  return known;
+}
+
+// Appends calls first, first + 1, ... until the writer uses more than `bytes`; returns the next call number.
+std::uint64_t append_until(RecordWriter& writer, std::uint64_t first, std::uint64_t bytes) {
+  std::uint64_t i = first;
+  while (writer.bytes_used() <= bytes) {
+    CallArrays arrays;
+    EXPECT_EQ(writer.append(make_call(i++, arrays)), AppendStatus::kOk);
+  }
+  return i;
+}
+
+TEST(RecordWriter, PagesAheadOfTheWritePositionAreMappedWithinTheReservedSpaceOnly) {
+  if (!kernel_populates()) GTEST_SKIP() << "the kernel does not know MADV_POPULATE_WRITE (Linux < 5.14)";
+  const auto page = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+  constexpr std::uint64_t kAhead = 64 << 10;
+  constexpr std::uint64_t kInitial = 256 << 10;
+  ASSERT_GT(kInitial, 2 * (kAhead + 2 * page)) << "the test needs room beyond the window";
+  const auto round_up_page = [page](std::uint64_t bytes) { return (bytes + page - 1) / page * page; };
+  TempDir dir;
+  for (const std::uint64_t ahead : {kAhead, std::uint64_t{0}}) {
+    SCOPED_TRACE("populate_ahead_bytes " + std::to_string(ahead));
+    WriterOptions options;
+    options.initial_bytes = kInitial;
+    options.populate_ahead_bytes = ahead;
+    auto writer = create_or_fail({dir.path(), "ahead-" + std::to_string(ahead), rank_log_file_name(0)}, options);
+    ASSERT_TRUE(writer);
+    std::uint64_t next = append_until(*writer, 0, 4 << 10);
+    std::uint64_t used = writer->bytes_used();
+    std::vector<bool> present = mapped_pages(writer->path());
+    ASSERT_EQ(present.size() * page, kInitial) << "one mapping of the whole reserved space";
+    // Written pages are mapped either way; the ones after them only when populated ahead, and no further than the
+    // window past the page the first record ended in.
+    for (std::uint64_t p = 0; p < present.size(); ++p) {
+      const std::uint64_t offset = p * page;
+      if (offset < used) {
+        EXPECT_TRUE(present[p]) << "written page " << p;
+      } else if (ahead != 0 && offset < kAhead) {
+        EXPECT_TRUE(present[p]) << "page " << p << " ahead of the write position at " << used;
+      } else if (ahead == 0 || offset >= round_up_page(used) + ahead) {
+        EXPECT_FALSE(present[p]) << "page " << p << " beyond the window, write position " << used;
+      }
+    }
+    // Past the reserved space the writer grows the file (and may move the mapping); the window is populated again
+    // from there, within the new reserved space.
+    next = append_until(*writer, next, kInitial + 1024);
+    used = writer->bytes_used();
+    present = mapped_pages(writer->path());
+    ASSERT_EQ(present.size() * page, 2 * kInitial) << "grown by its own size";
+    for (std::uint64_t p = kInitial / page; p < present.size(); ++p) {
+      const std::uint64_t offset = p * page;
+      if (offset < used) {
+        EXPECT_TRUE(present[p]) << "written page " << p;
+      } else if (ahead != 0 && offset < kInitial + kAhead) {
+        EXPECT_TRUE(present[p]) << "page " << p << " ahead of the write position at " << used << " after growing";
+      } else if (ahead == 0 || offset >= round_up_page(used) + ahead) {
+        EXPECT_FALSE(present[p]) << "page " << p << " beyond the window, write position " << used;
+      }
+    }
+    writer->close();
+    OpenedLog opened = LogReader::open_file(writer->path());
+    ASSERT_TRUE(opened.reader) << opened.error;
+    const ReadLog log = read_all(*opened.reader);
+    EXPECT_EQ(log.end.kind, LogEndKind::kClosed) << log.end.message;
+    ASSERT_EQ(log.records.size(), next);
+    for (std::uint64_t i = 0; i < next; ++i) ASSERT_TRUE(is_call(log.records[i], i));
+  }
+}
+
+#if defined(__x86_64__) || defined(__aarch64__)
+std::atomic<int> g_refused_populates{0};
+
+// SIGSYS from the seccomp filter below: the madvise call did not run; make it return EINVAL, as a kernel older than
+// 5.14 does, and count it.
+void refuse_populate(int, siginfo_t*, void* context) {
+  auto* registers = &static_cast<ucontext_t*>(context)->uc_mcontext;
+#if defined(__x86_64__)
+  registers->gregs[REG_RAX] = -EINVAL;
+#else
+  registers->regs[0] = static_cast<unsigned long long>(-EINVAL);
+#endif
+  g_refused_populates.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Makes every madvise(..., MADV_POPULATE_WRITE) of this process trap to refuse_populate; other calls run as usual.
+bool install_populate_refusal() {
+  struct sigaction action {};
+  action.sa_sigaction = refuse_populate;
+  action.sa_flags = SA_SIGINFO;
+  if (sigaction(SIGSYS, &action, nullptr) != 0) return false;
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_madvise, 0, 3),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[2])),  // the advice's low 32 bits
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 23 /* MADV_POPULATE_WRITE */, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  const sock_fprog program{static_cast<unsigned short>(std::size(filter)), filter};
+  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program, 0, 0) == 0;
+}
+
+TEST(RecordWriter, RefusedPopulateAdviceIsAskedOnceAndEveryRecordIsStillWritten) {
+  TempDir dir;
+  const LogLocation location{dir.path(), "refused", rank_log_file_name(0)};
+  constexpr std::uint64_t kCalls = 20000;  // several windows and growths
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(report[0]);
+    if (!install_populate_refusal()) _exit(2);
+    WriterOptions options;
+    options.initial_bytes = 64 << 10;
+    options.populate_ahead_bytes = 16 << 10;
+    CreatedWriter created = RecordWriter::create(location, make_header(0), options);
+    if (!created.writer) _exit(3);
+    for (std::uint64_t i = 0; i < kCalls; ++i) {
+      CallArrays arrays;
+      if (created.writer->append(make_call(i, arrays)) != AppendStatus::kOk) _exit(4);
+    }
+    created.writer->close();
+    const int refused = g_refused_populates.load();
+    if (write(report[1], &refused, sizeof(refused)) != sizeof(refused)) _exit(5);
+    _exit(0);
+  }
+  close(report[1]);
+  int refused = -1;
+  const ssize_t got = read(report[0], &refused, sizeof(refused));
+  close(report[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the writer child died of signal " << WTERMSIG(status);
+  if (WEXITSTATUS(status) == 2) GTEST_SKIP() << "cannot install a seccomp filter here";
+  ASSERT_EQ(WEXITSTATUS(status), 0) << "the child's checks failed (see the exit codes in the test)";
+  ASSERT_EQ(got, static_cast<ssize_t>(sizeof(refused)));
+  EXPECT_EQ(refused, 1) << "a refused advice is not asked again";
+
+  OpenedLog opened = LogReader::open_file(location.dir + "/refused/" + location.file_name);
+  ASSERT_TRUE(opened.reader) << opened.error;
+  const ReadLog log = read_all(*opened.reader);
+  EXPECT_EQ(log.end.kind, LogEndKind::kClosed) << log.end.message;
+  ASSERT_EQ(log.records.size(), kCalls);
+  for (std::uint64_t i = 0; i < kCalls; ++i) ASSERT_TRUE(is_call(log.records[i], i));
+}
+#endif
 
 TEST(LogFormatDocs, LogFormatMdDescribesThisVersion) {
   std::ifstream file(DETNCCL_SOURCE_DIR "/docs/log-format.md");
