@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include "abi/nccl_abi.h"
 #include "cli/analysis/call_layout.h"
 #include "cli/analysis/run_check.h"
 #include "cli/analysis/run_diff.h"
@@ -207,6 +208,36 @@ TEST_F(Analysis, DifferentCallsAreAMetadataDivergence) {
   EXPECT_EQ(result.first->step(), 1u);
   ASSERT_EQ(result.first->metadata_differences.size(), 1u);
   EXPECT_EQ(result.first->metadata_differences[0], "count 1024 vs 999");
+}
+
+// On a non-blocking communicator NCCL returns ncclInProgress or ncclSuccess for the same call, run to run; a record
+// keeps what the call returned when its outputs were not fingerprinted. That is no divergence; a failure still is.
+TEST_F(Analysis, InProgressAndSuccessAreTheSameResultButAFailureIsNot) {
+  SyntheticRunSpec a, b;
+  a.fingerprints = b.fingerprints = false;  // DETNCCL_TRACE=meta
+  b.hook = [](std::uint32_t rank, CallFields& call, Blocks&, Blocks&, Blocks&, Blocks&) {
+    if ((call.seq + rank) % 3 == 0) call.result = ncclInProgress;
+    return true;
+  };
+  write("a", a);
+  write("b", b);
+  const auto same = diff("a", "b");
+  ASSERT_EQ(same.error, "");
+  EXPECT_TRUE(same.identical()) << (same.first ? same.first->metadata_differences.front() : "");
+
+  SyntheticRunSpec c = a;
+  c.hook = [](std::uint32_t rank, CallFields& call, Blocks&, Blocks&, Blocks&, Blocks&) {
+    if (rank == 2 && call.step == 3 && call.op == OpId::kBroadcast) call.result = ncclRemoteError;
+    return true;
+  };
+  write("c", c);
+  const auto failed = diff("b", "c");
+  ASSERT_TRUE(failed.first.has_value());
+  EXPECT_EQ(failed.first->kind, DivergenceKind::kMetadata);
+  EXPECT_EQ(failed.first->rank, 2u);
+  EXPECT_EQ(failed.first->step(), 3u);
+  ASSERT_EQ(failed.first->metadata_differences.size(), 1u);
+  EXPECT_EQ(failed.first->metadata_differences[0].rfind("result ", 0), 0u) << failed.first->metadata_differences[0];
 }
 
 TEST_F(Analysis, ARunThatStopsEarlyIsMissing) {

@@ -7,6 +7,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "abi/nccl_abi.h"
 #include "cli/analysis/call_matching.h"
 #include "cli/analysis/parallel.h"
 
@@ -95,6 +96,11 @@ template <typename T>
 void note_difference(std::vector<std::string>& out, std::string_view what, const T& a, const T& b) {
   if (a != b) out.push_back(std::string(what) + " " + a + " vs " + b);
 }
+
+// A call's result as the comparison sees it. RATIONALE: on a non-blocking communicator NCCL may return
+// ncclInProgress or ncclSuccess for the same call from one run to the next (it depends on how fast the enqueue
+// finished), and a record without output fingerprints keeps what the call returned: neither is a failure.
+std::int32_t compared_result(std::int32_t result) { return result == ncclInProgress ? ncclSuccess : result; }
 
 class RankComparison {
  public:
@@ -209,8 +215,10 @@ class RankComparison {
                     std::to_string(b.communicator.nranks));
     note_difference(meta, "rank in communicator", std::to_string(a.communicator.rank),
                     std::to_string(b.communicator.rank));
-    note_difference(meta, "result", std::string(records::result_name(x.result)),
-                    std::string(records::result_name(y.result)));
+    if (compared_result(x.result) != compared_result(y.result)) {
+      meta.push_back("result " + std::string(records::result_name(x.result)) + " vs " +
+                     std::string(records::result_name(y.result)));
+    }
     if ((x.flags & records::kCallPreMulSumScalar) != 0 && (y.flags & records::kCallPreMulSumScalar) != 0) {
       note_difference(meta, "PreMulSum scalar", std::to_string(x.premulsum_scalar), std::to_string(y.premulsum_scalar));
     }
@@ -419,8 +427,8 @@ class Classifier {
     if (call.metadata_differences.size() != 1 || !call.metadata_differences.front().starts_with("result ")) {
       return false;
     }
-    const bool failed_in_b = call.a.fields.result == 0 && call.b.fields.result != 0;
-    const bool failed_in_a = call.b.fields.result == 0 && call.a.fields.result != 0;
+    const bool failed_in_b = compared_result(call.a.fields.result) == 0 && compared_result(call.b.fields.result) != 0;
+    const bool failed_in_a = compared_result(call.b.fields.result) == 0 && compared_result(call.a.fields.result) != 0;
     if (!failed_in_a && !failed_in_b) return false;
     // Communicator ids are run-local: look the members up in the run where both calls exist (the other one).
     const CallSide& reference = failed_in_b ? call.a : call.b;
