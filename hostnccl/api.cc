@@ -296,7 +296,10 @@ ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* new
     return fail(ncclInvalidArgument, std::string(call) + ": invalid color " + std::to_string(color));
   }
   if (const ncclResult_t r = check_config(config, call); r != ncclSuccess) return r;
-  return submit(make_split_op(comm, color, key, newcomm));
+  // NCCL applies a split's own config to the child; without one (or with blocking unset) the child is as its parent.
+  const int child_blocking =
+      config == nullptr || config->blocking == NCCL_CONFIG_UNDEF_INT ? -1 : (config->blocking != 0 ? 1 : 0);
+  return submit(make_split_op(comm, color, key, newcomm, child_blocking));
 }
 
 ncclResult_t pncclCommFinalize(ncclComm_t comm) {
@@ -357,6 +360,10 @@ ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   if (comm == nullptr || !comm_is_valid(comm)) return fail(ncclInvalidArgument, "ncclCommGetAsyncError: invalid comm");
   if (asyncError == nullptr) return fail(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
   *asyncError = comm->async_error.load();
+  if (*asyncError != ncclSuccess && *asyncError != ncclInProgress && !comm->async_error_text.empty() &&
+      comm->async_error_text != last_error()) {
+    set_last_error(comm->async_error_text);  // a background group's failure, for this thread's ncclGetLastError
+  }
   return ncclSuccess;
 }
 

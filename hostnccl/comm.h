@@ -38,8 +38,11 @@ struct ncclComm {
   bool ready = false;      // every rank has attached: operations may run
   bool finalized = false;  // ncclCommFinalize was called: no new operations
   std::atomic<ncclResult_t> async_error{ncclSuccess};
-  // Non-blocking communicators: the group last handed to a background thread (joined before the next one).
+  // Non-blocking communicators: the group last handed to a background thread (joined before the next one), and the
+  // text of its failure, written before async_error leaves ncclInProgress (ncclCommGetAsyncError hands it to the
+  // polling thread's ncclGetLastError).
   std::shared_ptr<hostnccl::InFlightGroup> in_flight;
+  std::string async_error_text;
 
   // Issue order. Every rank issues the same collectives in the same order, so these counters agree across ranks.
   std::uint64_t colls_issued = 0;

@@ -23,7 +23,7 @@ enum class ReduceOrder : int { kArrival = 0, kRank = 1 };
 struct Config {
   double timeout_s = 60.0;
   // ncclConfig_t.blocking (not an environment setting): 0 makes calls return ncclInProgress and complete on a
-  // background thread (progress.h). A split's child inherits its parent's mode.
+  // background thread (progress.h). A split's child takes its own config's value, else its parent's.
   bool blocking = true;
   ReduceOrder reduce_order = ReduceOrder::kArrival;
   std::size_t slot_bytes = std::size_t{4} << 20;

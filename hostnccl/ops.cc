@@ -291,9 +291,10 @@ class CollOp final : public Op {
 // Split: an allgather of (color, key) over the parent, then the init of the child communicator.
 class SplitOp final : public Op {
  public:
-  SplitOp(Comm* parent, int color, int key, Comm** newcomm)
+  SplitOp(Comm* parent, int color, int key, Comm** newcomm, int child_blocking)
       : Op(parent),
         color_(color),
+        child_blocking_(child_blocking),
         split_index_(parent->splits_issued++),
         newcomm_(newcomm),
         pairs_(2 * static_cast<std::size_t>(parent->nranks)) {
@@ -352,6 +353,7 @@ class SplitOp final : public Op {
     }
     child_->cuda_device = comm_->cuda_device;
     child_->config = comm_->config;
+    if (child_blocking_ >= 0) child_->config.blocking = child_blocking_ != 0;
     child_->config.reduce_order = static_cast<ReduceOrder>(comm_->segment->header().reduce_order);
     child_->config.slot_bytes = comm_->segment->slot_bytes();
     child_->config.ring_bytes = comm_->segment->ring_bytes();
@@ -366,6 +368,7 @@ class SplitOp final : public Op {
   }
 
   int color_;
+  int child_blocking_;
   std::uint32_t split_index_;
   Comm** newcomm_;
   std::int32_t mine_[2];
@@ -501,8 +504,8 @@ std::unique_ptr<Op> make_coll_op(Comm* comm, const CollArgs& args) {
   return std::make_unique<CollOp>(comm, args, comm->colls_issued++);
 }
 
-std::unique_ptr<Op> make_split_op(Comm* parent, int color, int key, Comm** newcomm) {
-  return std::make_unique<SplitOp>(parent, color, key, newcomm);
+std::unique_ptr<Op> make_split_op(Comm* parent, int color, int key, Comm** newcomm, int child_blocking) {
+  return std::make_unique<SplitOp>(parent, color, key, newcomm, child_blocking);
 }
 
 std::unique_ptr<Op> make_send_op(Comm* comm, const void* data, std::size_t bytes, int peer) {

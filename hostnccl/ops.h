@@ -69,8 +69,9 @@ std::unique_ptr<Op> make_init_op(Comm* comm);
 std::unique_ptr<Op> make_coll_op(Comm* comm, const CollArgs& args);
 
 /* ncclCommSplit: exchanges (color, key) over the parent, then creates and initialises the child communicator and
- * stores it (or null for NCCL_SPLIT_NOCOLOR) in *newcomm when done. */
-std::unique_ptr<Op> make_split_op(Comm* parent, int color, int key, Comm** newcomm);
+ * stores it (or null for NCCL_SPLIT_NOCOLOR) in *newcomm when done. The child is blocking as the parent is, unless
+ * `child_blocking` is 0 or 1 (the split's own ncclConfig_t.blocking; -1: not given). */
+std::unique_ptr<Op> make_split_op(Comm* parent, int color, int key, Comm** newcomm, int child_blocking);
 
 /* Point-to-point: `bytes` bytes to / from `peer`. */
 std::unique_ptr<Op> make_send_op(Comm* comm, const void* data, std::size_t bytes, int peer);

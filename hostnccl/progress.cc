@@ -152,6 +152,7 @@ void InFlightGroup::run() {
   const ncclResult_t result = drive(ops_);
   ops_.clear();  // nothing touches the communicators once the caller can see the result
   for (Comm* comm : comms_) {
+    if (result != ncclSuccess) comm->async_error_text = last_error();  // this thread's text: the caller's is another
     ncclResult_t expected = ncclInProgress;
     comm->async_error.compare_exchange_strong(expected, result);
   }

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -126,10 +127,37 @@ TEST(HostncclNonBlocking, PeerDeathIsReportedThroughTheAsyncError) {
                  "AllReduce did not return ncclInProgress");
     const ncclResult_t state = wait_for(comm, check);
     check.expect(state == ncclRemoteError, "async error is %d, expected ncclRemoteError", static_cast<int>(state));
+    // The background thread's explanation reaches the polling thread.
+    const std::string why = ncclGetLastError(nullptr);
+    check.expect(why.find("peer rank 1") != std::string::npos, "ncclGetLastError says: %s", why.c_str());
     ncclCommAbort(comm);
     return check.failures() == 0 ? 0 : 1;
   });
   EXPECT_TRUE(result.all_ok());
+}
+
+// A split's child is as blocking as its parent, unless the split's own config says otherwise (as in NCCL).
+TEST(HostncclNonBlocking, SplitChildTakesTheSplitsConfigElseItsParentsMode) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t parent = nullptr;
+  ASSERT_EQ(init_non_blocking(&parent, 1, id, 0), ncclSuccess);
+  ncclConfig_t blocking_config = NCCL_CONFIG_INITIALIZER;
+  blocking_config.blocking = 1;
+  ncclConfig_t unset_config = NCCL_CONFIG_INITIALIZER;  // blocking left NCCL_CONFIG_UNDEF_INT
+  ncclComm_t inherited = nullptr, unset = nullptr, blocking = nullptr;
+  ASSERT_EQ(ncclCommSplit(parent, 0, 0, &inherited, nullptr), ncclSuccess);  // splits stay blocking calls
+  ASSERT_EQ(ncclCommSplit(parent, 0, 0, &unset, &unset_config), ncclSuccess);
+  ASSERT_EQ(ncclCommSplit(parent, 0, 0, &blocking, &blocking_config), ncclSuccess);
+  RankCheck check(0);
+  int value = 1;
+  EXPECT_EQ(ncclAllReduce(&value, &value, 1, ncclInt32, ncclSum, inherited, nullptr), ncclInProgress);
+  EXPECT_EQ(wait_for(inherited, check), ncclSuccess);
+  EXPECT_EQ(ncclAllReduce(&value, &value, 1, ncclInt32, ncclSum, unset, nullptr), ncclInProgress);
+  EXPECT_EQ(wait_for(unset, check), ncclSuccess);
+  EXPECT_EQ(ncclAllReduce(&value, &value, 1, ncclInt32, ncclSum, blocking, nullptr), ncclSuccess);
+  EXPECT_EQ(check.failures(), 0);
+  for (ncclComm_t comm : {blocking, unset, inherited, parent}) EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
 }
 
 TEST(HostncclNonBlocking, GroupMixingBlockingAndNonBlockingCommunicatorsIsRefused) {
