@@ -221,22 +221,6 @@ ncclResult_t run(const Call& call) {
   return ncclSuccess;
 }
 
-// A non-blocking communicator's state after its last call: polled until NCCL has enqueued the work (ncclSuccess) or
-// failed. RATIONALE: the next step (a reduce kernel on the same stream, or a CPU loop over received data) must come
-// after the transfers, and NCCL accepts no new call on the communicator meanwhile.
-ncclResult_t wait_while_in_progress(const P2pFunctions& nccl, ncclComm_t comm) {
-  for (unsigned polls = 0;; ++polls) {
-    ncclResult_t state = ncclInProgress;
-    if (const ncclResult_t queried = nccl.comm_get_async_error(comm, &state); queried != ncclSuccess) return queried;
-    if (state != ncclInProgress) return state;
-    if (polls < 64) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
-  }
-}
-
 // The host job must never see an exception from us.
 ncclResult_t run_guarded(const Call& call) {
   try {
@@ -273,7 +257,9 @@ ncclResult_t Exchange::run() {
   // A group that was opened is always closed, even after a failed call inside it.
   ncclResult_t end = nccl_.group_end();
   if (end == ncclInProgress && first_failure == ncclSuccess && nccl_.comm_get_async_error != nullptr) {
-    end = wait_while_in_progress(nccl_, comm_);
+    // RATIONALE: the next step (a reduce kernel on the same stream, or a CPU loop over received data) must come after
+    // the transfers, and NCCL accepts no new call on the communicator meanwhile.
+    end = wait_while_in_progress(nccl_.comm_get_async_error, comm_);
   }
   if (end != ncclSuccess && first_failure == ncclSuccess) {
     first_failure = end;
@@ -308,6 +294,22 @@ ncclResult_t Workspace::prepare_device(std::size_t bytes, std::string* error) {
   device_ = fresh;
   device_bytes_ = bytes;
   return ncclSuccess;
+}
+
+ncclResult_t wait_while_in_progress(ncclResult_t (*comm_get_async_error)(ncclComm_t, ncclResult_t*),
+                                    ncclComm_t comm) noexcept {
+  for (unsigned polls = 0;; ++polls) {
+    ncclResult_t state = ncclInProgress;
+    if (const ncclResult_t queried = comm_get_async_error(comm, &state); queried != ncclSuccess) return queried;
+    if (state != ncclInProgress) return state;
+    // NCCL's enqueue takes microseconds: yield first, then sleep briefly so that a long wait (peers still joining)
+    // leaves the CPU to NCCL's own threads.
+    if (polls < 64) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
 }
 
 std::optional<Reduction> builtin_reduction(ncclRedOp_t op) noexcept {

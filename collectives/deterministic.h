@@ -123,6 +123,13 @@ struct Classification {
   std::string reason;  // for kPassThrough and kUnsupported: one sentence naming the datatype/op/communicator
 };
 
+/* Polls comm_get_async_error (the real ncclCommGetAsyncError) while `comm`, a non-blocking communicator, says
+ * ncclInProgress, i.e. until NCCL has enqueued the work of its last call or group; returns the state it settled in
+ * (ncclSuccess or the communicator's error), or the query's own failure. Returns at once when nothing is in progress.
+ */
+ncclResult_t wait_while_in_progress(ncclResult_t (*comm_get_async_error)(ncclComm_t, ncclResult_t*),
+                                    ncclComm_t comm) noexcept;
+
 /* Decides how deterministic mode handles a reduction of `datatype` with `reduction`: floating-point ones are
  * substituted, integer ones passed through, anything this library does not know refused. Non-blocking communicators
  * are supported when P2pFunctions::comm_get_async_error is given: each exchange waits until NCCL has enqueued its

@@ -97,10 +97,6 @@ ncclResult_t execute(const CallShape& shape, const coll::Reduction& reduction, C
   nccl.group_start = DETNCCL_REAL(ncclGroupStart);
   nccl.group_end = DETNCCL_REAL(ncclGroupEnd);
   nccl.comm_get_async_error = DETNCCL_REAL(ncclCommGetAsyncError);
-  // A non-blocking communicator may still be enqueueing the work of the user's last call or group (a deferred
-  // reduction runs right after a ncclGroupEnd that may have returned ncclInProgress): NCCL takes no new call
-  // before that is done.
-  wait_until_enqueued(shape.comm);
   coll::CallContext context;
   context.comm = shape.comm;
   context.rank = comm.rank;
@@ -200,7 +196,7 @@ std::optional<ncclResult_t> run_deterministic(const CallShape& shape, bool in_gr
   }
 }
 
-ncclResult_t run_deferred_deterministic() noexcept {
+ncclResult_t run_deferred_deterministic(bool group_in_progress) noexcept {
   if (t_deferred.empty()) return ncclSuccess;
   std::vector<DeferredReduction> deferred;
   deferred.swap(t_deferred);
@@ -212,6 +208,8 @@ ncclResult_t run_deferred_deterministic() noexcept {
     } catch (...) {
       return ncclSystemError;
     }
+    // NCCL takes no new call on a non-blocking communicator before it has enqueued the group the user just ended.
+    if (group_in_progress) wait_until_enqueued(call.shape.comm);
     const ncclResult_t result = execute(call.shape, call.reduction, *comm);
     if (first_failure == ncclSuccess) first_failure = result;
   }

@@ -25,9 +25,10 @@ bool deterministic_enabled() noexcept;
 // deterministic. With DETNCCL_DETERMINISTIC=1 such a call stops the job with a message saying what and why.
 std::optional<ncclResult_t> run_deterministic(const CallShape& shape, bool in_group, std::uint16_t* algorithm) noexcept;
 
-// At the outermost ncclGroupEnd, after the real one returned: runs this thread's deferred reductions in call order.
-// Returns the first failure, or ncclSuccess.
-ncclResult_t run_deferred_deterministic() noexcept;
+// At the outermost ncclGroupEnd, after the real one returned: runs this thread's deferred reductions in call order,
+// each (when the real ncclGroupEnd returned ncclInProgress) once its communicator has enqueued the group. Returns the
+// first failure, or ncclSuccess.
+ncclResult_t run_deferred_deterministic(bool group_in_progress) noexcept;
 
 // A PreMulSum operator was created: remembers what it computes (a host-immediate scalar is copied now).
 void note_premulsum(ncclComm_t comm, ncclRedOp_t op, const void* scalar, ncclDataType_t datatype,

@@ -148,7 +148,7 @@ DETNCCL_EXPORT ncclResult_t ncclGroupEnd() {
     // their own, so they cannot run inside the user's); their failure is the group's. (On a non-blocking
     // communicator they first wait until NCCL has enqueued the group: ncclInProgress stays the group's result.)
     if (detnccl::interpose::group_depth() == 1) {
-      const ncclResult_t deferred = detnccl::interpose::run_deferred_deterministic();
+      const ncclResult_t deferred = detnccl::interpose::run_deferred_deterministic(result == ncclInProgress);
       if (deferred != ncclSuccess && (result == ncclSuccess || result == ncclInProgress)) result = deferred;
     }
     detnccl::interpose::on_group_end(result);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -163,11 +164,22 @@ int main(int argc, char** argv) {
         return 1;
       }
       if (wide_grouped) {
+        // With a Broadcast that NCCL runs itself: in deterministic mode the AllReduce then runs after the group, and
+        // on a non-blocking communicator only once NCCL has enqueued the Broadcast.
         std::vector<float> grouped(input.size());
+        std::int32_t token = rank == 0 ? step + 1 : -1;
         ncclGroupStart();
         const ncclResult_t issued =
             ncclAllReduce(input.data(), grouped.data(), input.size(), ncclFloat32, ncclSum, comm, nullptr);
-        if (!ok(issued, "grouped ncclAllReduce") || !ok(ncclGroupEnd(), "ncclGroupEnd")) return 1;
+        const ncclResult_t broadcast = ncclBroadcast(&token, &token, 1, ncclInt32, 0, comm, nullptr);
+        if (!ok(issued, "grouped ncclAllReduce") || !ok(broadcast, "grouped ncclBroadcast") ||
+            !ok(ncclGroupEnd(), "ncclGroupEnd")) {
+          return 1;
+        }
+        if (token != step + 1) {
+          std::fprintf(stderr, "rank %d step %d: grouped Broadcast gave %d\n", rank, step, static_cast<int>(token));
+          return 1;
+        }
       }
       continue;
     }
