@@ -166,8 +166,9 @@ ncclResult_t run(const Call& call) {
         return fail(call.report, ncclInvalidUsage,
                     "deterministic " + std::string(collective_name(call.collective)) + " needs " +
                         std::to_string(scratch_bytes) +
-                        " bytes of device scratch, which cannot be allocated during CUDA graph capture: call "
-                        "Workspace::prepare_device before capturing");
+                        " bytes of device scratch, which cannot be allocated during CUDA graph capture: run one "
+                        "deterministic reduction on this communicator before capturing (a warm-up step, as CUDA graphs "
+                        "usually need), or call Workspace::prepare_device when using detnccl_collectives directly");
       }
       if (call.workspace.prepare_device(std::max(scratch_bytes, call.options.scratch_bytes), &error) != ncclSuccess) {
         return fail(call.report, ncclUnhandledCudaError, error);

@@ -50,9 +50,10 @@ enum class Collective : std::uint8_t { kAllReduce, kReduceScatter, kReduce };
 /* The algorithms of the registry (DETNCCL_ALGO). Every one adds in the same association tree, so they give the same
  * bits and differ only in the messages they exchange. */
 enum class Algorithm : std::uint8_t {
-  kAuto,        // chosen per call by select_algorithm()
-  kMixedRadix,  // mixed-radix reduce-scatter + allgather: ring bandwidth for every n, sum(p_i - 1) messages
-  kOneShot,     // every rank sends its contribution straight to the ranks that need it: one round, for small messages
+  // The numbers are recorded in logs (CallFields::algorithm, docs/log-format.md): never renumber or reuse one.
+  kAuto = 0,        // chosen per call by select_algorithm()
+  kMixedRadix = 1,  // mixed-radix reduce-scatter + allgather: ring bandwidth for every n, sum(p_i - 1) messages
+  kOneShot = 2,     // every rank sends its contribution straight to the ranks that need it: one round, for small messages
 };
 
 /* How narrow floats (fp16, bf16, fp8) are accumulated (DETNCCL_ACCUMULATE). */

@@ -30,7 +30,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-standalone="${DETNCCL_GPU_BUILD_DIR:-${root}/build/gpu-checks}"
+# Not a DETNCCL_* name: the preloaded shim stops a job over any DETNCCL_* variable it does not know.
+standalone="${GPU_CHECKS_BUILD_DIR:-${root}/build/gpu-checks}"
 out="${OUT:-${standalone}/results}"
 mkdir -p "${out}"
 stamp="$(date -u +%Y-%m-%dT%H%MZ)"

@@ -12,9 +12,13 @@ import argparse
 import os
 import sys
 
-import torch
-import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel
+# torch.use_deterministic_algorithms(True) makes cuBLAS raise unless its workspace is fixed; this must be set before
+# the first cuBLAS call. A value the user chose is kept.
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 
 # detnccl_step.py lives in the repository's interpose/python/; copy it next to your own scripts.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "interpose", "python"))
