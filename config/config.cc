@@ -232,6 +232,13 @@ Problem parse_choice(std::string_view text, const std::array<std::pair<std::stri
 Problem parse_path(std::string_view text, std::string& out) {
   if (text.size() > kMaxPathBytes) return "longer than " + std::to_string(kMaxPathBytes) + " bytes";
   if (text.find('\0') != std::string_view::npos) return "it holds a NUL byte";
+  // A path that starts or ends with white space is almost always a quoting slip ("DETNCCL_DIR= /x", "$DIR ");
+  // taken literally it would trace into a directory nobody looks in.
+  constexpr std::string_view kWhiteSpace = " \t\n\r\v\f";
+  if (!text.empty() && (kWhiteSpace.find(text.front()) != std::string_view::npos ||
+                        kWhiteSpace.find(text.back()) != std::string_view::npos)) {
+    return "it starts or ends with white space";
+  }
   out.assign(text);
   return std::nullopt;
 }

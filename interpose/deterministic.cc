@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -28,6 +29,10 @@ constexpr int kExitCannotHonour = 78;
 struct CommunicatorState {
   int rank = -1;
   int nranks = 0;
+  // Which communicator this handle is a rank of (0: unknown). Two handles of this process with one clique are ranks
+  // of the same communicator (ncclCommInitAll, several ncclCommInitRank* with one id, their splits).
+  std::uint64_t clique = 0;
+  std::uint64_t splits = 0;  // splits and shrinks made from this handle: the same count on every local rank
   coll::Workspace workspace;
   std::map<std::int32_t, coll::Reduction> premulsum;  // by ncclRedOp_t
 };
@@ -36,9 +41,13 @@ struct State {
   bool enabled = false;
   bool stop_on_unsupported = true;
   coll::Options options;
-  std::mutex mutex;  // guards communicators (the map, not the workspaces: a communicator is used by one thread)
-  std::map<ncclComm_t, std::unique_ptr<CommunicatorState>> communicators;
+  // Guards communicators and each state's premulsum (not the workspaces: a communicator is used by one thread at a
+  // time). A call holds its communicator's state by shared_ptr, so a destroy or abort from another thread (a
+  // watchdog) cannot free the scratch under it.
+  std::mutex mutex;
+  std::map<ncclComm_t, std::shared_ptr<CommunicatorState>> communicators;
   std::atomic<bool> warned_unsupported{false};
+  std::atomic<int> nccl_version{-1};  // the real NCCL's ncclGetVersion, read at the first reduction
 };
 
 State* g_state = nullptr;  // set once by configure_deterministic; never freed (like the tracer's Process)
@@ -47,13 +56,17 @@ State* g_state = nullptr;  // set once by configure_deterministic; never freed (
 struct DeferredReduction {
   CallShape shape;
   coll::Reduction reduction;
+  std::uint64_t clique = 0;
 };
 thread_local std::vector<DeferredReduction> t_deferred;
+// With DETNCCL_DETERMINISTIC=warn: cliques whose reductions go to NCCL for the rest of this thread's group, because
+// the group holds reductions on two ranks of one communicator (see defer()).
+thread_local std::vector<std::uint64_t> t_cliques_to_nccl;
 
-CommunicatorState* communicator_state(ncclComm_t comm) {
+std::shared_ptr<CommunicatorState> communicator_state(ncclComm_t comm) {
   const std::lock_guard<std::mutex> lock(g_state->mutex);
-  std::unique_ptr<CommunicatorState>& state = g_state->communicators[comm];
-  if (!state) state = std::make_unique<CommunicatorState>();
+  std::shared_ptr<CommunicatorState>& state = g_state->communicators[comm];
+  if (!state) state = std::make_shared<CommunicatorState>();
   if (state->rank < 0) {
     int rank = -1, nranks = 0;
     if (DETNCCL_REAL(ncclCommUserRank)(comm, &rank) == ncclSuccess &&
@@ -62,7 +75,32 @@ CommunicatorState* communicator_state(ncclComm_t comm) {
       state->nranks = nranks;
     }
   }
-  return state.get();
+  return state;
+}
+
+// Whether the real NCCL is one whose argument checks detnccl knows (NCCL_VERSION_CODE of the ABI it was built
+// against, or older): a datatype or operator detnccl does not know is then one NCCL refuses too. A newer NCCL may
+// have added datatypes or operators that it would run, non-deterministically.
+bool nccl_argument_checks_known() {
+  int version = g_state->nccl_version.load(std::memory_order_relaxed);
+  if (version < 0) {
+    if (DETNCCL_REAL(ncclGetVersion) == nullptr || DETNCCL_REAL(ncclGetVersion)(&version) != ncclSuccess) version = 0;
+    g_state->nccl_version.store(version, std::memory_order_relaxed);
+  }
+  return version > 0 && version <= NCCL_VERSION_CODE;
+}
+
+// A call that NCCL's own argument check refuses (invalid root, datatype or operator — NCCL 2.28's ArgsCheck): it
+// goes to NCCL, which returns its own code and ncclGetLastError text. Nothing is reduced, so no determinism is lost.
+// Only the checks of a known NCCL version are copied; anything else stays with deterministic mode.
+bool nccl_refuses(const CallShape& shape, const CommunicatorState& comm, bool reduction_known) {
+  if (!nccl_argument_checks_known()) return false;
+  if (shape.op == records::OpId::kReduce && (shape.peer < 0 || shape.peer >= comm.nranks)) return true;
+  const int datatype = static_cast<int>(shape.datatype);
+  if (datatype < 0 || datatype >= static_cast<int>(ncclNumTypes)) return true;
+  // Built-in operators are below ncclNumOps; user operators exist only from ncclRedOpCreatePreMulSum on this
+  // communicator until ncclRedOpDestroy, which the shim follows (note_premulsum, forget_premulsum).
+  return !reduction_known;
 }
 
 coll::Collective collective_of(records::OpId op) {
@@ -88,6 +126,25 @@ bool is_reduction(records::OpId op) {
                kExitCannotHonour, message.c_str());
   std::fflush(nullptr);
   std::_Exit(kExitCannotHonour);
+}
+
+// The reduction as the user made it, handed to the real NCCL (DETNCCL_DETERMINISTIC=warn fallbacks).
+ncclResult_t issue_to_nccl(const CallShape& shape) {
+  void* output = const_cast<void*>(shape.output.data);
+  const auto op = static_cast<ncclRedOp_t>(shape.redop);
+  switch (shape.op) {
+    case records::OpId::kAllReduce:
+      return DETNCCL_REAL(ncclAllReduce)(shape.input.data, output, shape.count, shape.datatype, op, shape.comm,
+                                         shape.stream);
+    case records::OpId::kReduceScatter:
+      return DETNCCL_REAL(ncclReduceScatter)(shape.input.data, output, shape.count, shape.datatype, op, shape.comm,
+                                             shape.stream);
+    case records::OpId::kReduce:
+      return DETNCCL_REAL(ncclReduce)(shape.input.data, output, shape.count, shape.datatype, op, shape.peer, shape.comm,
+                                      shape.stream);
+    default:
+      return ncclInternalError;
+  }
 }
 
 ncclResult_t execute(const CallShape& shape, const coll::Reduction& reduction, CommunicatorState& comm) {
@@ -122,7 +179,7 @@ ncclResult_t execute(const CallShape& shape, const coll::Reduction& reduction, C
     default:
       break;
   }
-  if (result != ncclSuccess && !report.error.empty()) log_warning("deterministic " + report.error);
+  if (result != ncclSuccess && !report.error.empty()) log_warning(report.error);  // it names the collective
   return result;
 }
 
@@ -158,7 +215,7 @@ std::optional<ncclResult_t> run_deterministic(const CallShape& shape, bool in_gr
                                               std::uint16_t* algorithm) noexcept {
   if (!deterministic_enabled() || !is_reduction(shape.op)) return std::nullopt;
   try {
-    CommunicatorState* comm = communicator_state(shape.comm);
+    const std::shared_ptr<CommunicatorState> comm = communicator_state(shape.comm);
     if (comm->rank < 0) return std::nullopt;  // not a usable communicator: NCCL reports the error
 
     std::optional<coll::Reduction> reduction = coll::builtin_reduction(static_cast<ncclRedOp_t>(shape.redop));
@@ -167,6 +224,7 @@ std::optional<ncclResult_t> run_deterministic(const CallShape& shape, bool in_gr
       const auto found = comm->premulsum.find(shape.redop);
       if (found != comm->premulsum.end()) reduction = found->second;
     }
+    if (nccl_refuses(shape, *comm, reduction.has_value())) return std::nullopt;
     coll::Classification how;
     if (reduction) {
       how = coll::classify(shape.datatype, *reduction);
@@ -181,11 +239,50 @@ std::optional<ncclResult_t> run_deterministic(const CallShape& shape, bool in_gr
                            how.reason + "); further such calls are not reported");
       return std::nullopt;
     }
+    if (in_group && comm->clique != 0) {
+      // Deferred reductions run one communicator after another at ncclGroupEnd, each a blocking exchange: with two
+      // ranks of one communicator in this thread's group, the first would wait forever for the second.
+      const std::uint64_t clique = comm->clique;
+      const auto same_clique = [&](const DeferredReduction& other) {
+        return other.clique == clique && other.shape.comm != shape.comm;
+      };
+      const bool to_nccl =
+          std::find(t_cliques_to_nccl.begin(), t_cliques_to_nccl.end(), clique) != t_cliques_to_nccl.end();
+      if (to_nccl || std::any_of(t_deferred.begin(), t_deferred.end(), same_clique)) {
+        if (g_state->stop_on_unsupported) {
+          stop_job(
+              "one thread made reductions on two ranks of one communicator inside one group (ncclCommInitAll, "
+              "or several ncclCommInitRank with one id in this process); deterministic mode cannot run them "
+              "from one thread. Drive each rank from its own thread or process");
+        }
+        log_warning_once(g_state->warned_unsupported,
+                         "DETNCCL_DETERMINISTIC=warn: a group holds reductions on two ranks of one communicator "
+                         "(one thread drives several ranks): they run as NCCL does, NOT deterministic; further such "
+                         "calls are not reported");
+        if (!to_nccl) {
+          t_cliques_to_nccl.push_back(clique);
+          // Reductions of this clique deferred earlier in the group go to NCCL now, still inside the group.
+          ncclResult_t first_failure = ncclSuccess;
+          std::vector<DeferredReduction> kept;
+          for (DeferredReduction& deferred : t_deferred) {
+            if (deferred.clique != clique) {
+              kept.push_back(std::move(deferred));
+              continue;
+            }
+            const ncclResult_t issued = issue_to_nccl(deferred.shape);
+            if (first_failure == ncclSuccess) first_failure = issued;
+          }
+          t_deferred.swap(kept);
+          if (first_failure != ncclSuccess) return first_failure;
+        }
+        return std::nullopt;
+      }
+    }
     const coll::Algorithm chosen =
         coll::resolve_algorithm(collective_of(shape.op), shape.count, shape.datatype, comm->nranks, g_state->options);
     *algorithm = static_cast<std::uint16_t>(chosen);
     if (in_group) {
-      t_deferred.push_back({shape, *reduction});
+      t_deferred.push_back({shape, *reduction, comm->clique});
       return ncclSuccess;
     }
     return execute(shape, *reduction, *comm);
@@ -197,12 +294,13 @@ std::optional<ncclResult_t> run_deterministic(const CallShape& shape, bool in_gr
 }
 
 ncclResult_t run_deferred_deterministic(bool group_in_progress) noexcept {
+  t_cliques_to_nccl.clear();
   if (t_deferred.empty()) return ncclSuccess;
   std::vector<DeferredReduction> deferred;
   deferred.swap(t_deferred);
   ncclResult_t first_failure = ncclSuccess;
   for (const DeferredReduction& call : deferred) {
-    CommunicatorState* comm = nullptr;
+    std::shared_ptr<CommunicatorState> comm;
     try {
       comm = communicator_state(call.shape.comm);
     } catch (...) {
@@ -220,25 +318,54 @@ void note_premulsum(ncclComm_t comm, ncclRedOp_t op, const void* scalar, ncclDat
                     ncclScalarResidence_t residence) noexcept {
   if (!deterministic_enabled()) return;
   try {
-    CommunicatorState* state = communicator_state(comm);
+    const std::shared_ptr<CommunicatorState> state = communicator_state(comm);
     const coll::Reduction reduction = coll::premul_sum_reduction(scalar, datatype, residence);
     const std::lock_guard<std::mutex> lock(g_state->mutex);
     state->premulsum[static_cast<std::int32_t>(op)] = reduction;
   } catch (...) {
+    // An operator detnccl did not note would later count as one NCCL refuses and go to NCCL: not deterministic.
+    if (g_state->stop_on_unsupported) stop_job("out of memory while noting a PreMulSum operator");
+    log_warning_once(g_state->warned_unsupported,
+                     "DETNCCL_DETERMINISTIC=warn: out of memory while noting a PreMulSum operator; reductions with it "
+                     "run as NCCL does, NOT deterministic; further such calls are not reported");
   }
 }
 
-void forget_communicator_deterministic(ncclComm_t comm) noexcept {
-  if (g_state == nullptr) return;
-  std::unique_ptr<CommunicatorState> state;
-  {
+void note_communicator_clique(ncclComm_t comm, std::uint64_t clique, ncclComm_t parent) noexcept {
+  if (!deterministic_enabled() || comm == nullptr) return;
+  try {
     const std::lock_guard<std::mutex> lock(g_state->mutex);
-    const auto found = g_state->communicators.find(comm);
-    if (found == g_state->communicators.end()) return;
-    state = std::move(found->second);
-    g_state->communicators.erase(found);
+    if (parent != nullptr) {
+      // A split or shrink: the child's clique follows from the parent's, the split's color (in `clique`) and how
+      // many splits the parent made before, so the local ranks of one parent land in one child clique.
+      const auto found = g_state->communicators.find(parent);
+      if (found == g_state->communicators.end() || found->second->clique == 0) return;
+      CommunicatorState& from = *found->second;
+      clique = (from.clique ^ (clique * 0x9E3779B97F4A7C15ull)) * 0xBF58476D1CE4E5B9ull + ++from.splits;
+    }
+    std::shared_ptr<CommunicatorState>& state = g_state->communicators[comm];
+    if (!state) state = std::make_shared<CommunicatorState>();  // rank and size are asked at its first reduction
+    state->clique = clique == 0 ? 1 : clique;
+  } catch (...) {
+    // Without a clique, a group over two local ranks of one communicator is not recognised (it would wait).
   }
-  // The workspace (host or device scratch) is freed here, outside the lock.
+}
+
+void forget_premulsum(ncclComm_t comm, ncclRedOp_t op) noexcept {
+  if (g_state == nullptr) return;
+  const std::lock_guard<std::mutex> lock(g_state->mutex);
+  const auto found = g_state->communicators.find(comm);
+  if (found != g_state->communicators.end()) found->second->premulsum.erase(static_cast<std::int32_t>(op));
+}
+
+std::shared_ptr<void> forget_communicator_deterministic(ncclComm_t comm) noexcept {
+  if (g_state == nullptr) return nullptr;
+  const std::lock_guard<std::mutex> lock(g_state->mutex);
+  const auto found = g_state->communicators.find(comm);
+  if (found == g_state->communicators.end()) return nullptr;
+  std::shared_ptr<void> state = std::move(found->second);
+  g_state->communicators.erase(found);
+  return state;
 }
 
 }  // namespace detnccl::interpose

@@ -4,6 +4,7 @@
 #define DETNCCL_INTERPOSE_DETERMINISTIC_H
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 
 #include "abi/nccl_abi.h"
@@ -34,8 +35,20 @@ ncclResult_t run_deferred_deterministic(bool group_in_progress) noexcept;
 void note_premulsum(ncclComm_t comm, ncclRedOp_t op, const void* scalar, ncclDataType_t datatype,
                     ncclScalarResidence_t residence) noexcept;
 
-// The communicator is being destroyed: frees its scratch memory and forgets it.
-void forget_communicator_deterministic(ncclComm_t comm) noexcept;
+// A communicator was created. `clique` identifies the communicator it is a rank of, the same value for every rank
+// this process holds of it (a hash of the ncclUniqueId, or one value per ncclCommInitAll call); for a split or
+// shrink pass the parent and, in `clique`, the split's color (or a value all survivors of a shrink share). Used to
+// recognise one thread making reductions on two ranks of one communicator inside a group, which deterministic mode
+// cannot run (it stops the job, or with =warn hands them to NCCL).
+void note_communicator_clique(ncclComm_t comm, std::uint64_t clique, ncclComm_t parent = nullptr) noexcept;
+
+// ncclRedOpDestroy succeeded: the operator is forgotten, so a later call with it goes to NCCL, which refuses it.
+void forget_premulsum(ncclComm_t comm, ncclRedOp_t op) noexcept;
+
+// The communicator is being destroyed or aborted: forgets it now (a new communicator may get the same handle) and
+// returns what holds its scratch memory. Keep that until the real ncclCommDestroy/ncclCommAbort has returned: the
+// scratch is freed only once NCCL has stopped, and once no call of another thread still uses it.
+std::shared_ptr<void> forget_communicator_deterministic(ncclComm_t comm) noexcept;
 
 }  // namespace detnccl::interpose
 

@@ -1,10 +1,14 @@
 // detnccl shim: logging through spdlog (header-only build, so the shim brings no shared library into the job).
 #include "interpose/shim_log.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 
 #include <spdlog/sinks/basic_file_sink.h>
@@ -57,6 +61,11 @@ void configure_log(const config::Config& config) noexcept {
     const std::lock_guard<std::mutex> lock(g_log_mutex);
     logger();
     if (!config.log_file.empty()) {
+      // Created here, 0600 like the logs, and only in an existing directory: spdlog would create missing parent
+      // directories (0755) and the file with the umask's mode.
+      const int fd = ::open(config.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+      if (fd < 0) throw std::runtime_error(std::strerror(errno));
+      ::close(fd);
       auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(config.log_file, /*truncate=*/false);
       g_logger = std::make_shared<spdlog::logger>("detnccl", sink);
       apply_pattern();

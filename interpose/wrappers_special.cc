@@ -116,18 +116,22 @@ DETNCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksLis
 
 DETNCCL_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) { return DETNCCL_REAL(ncclCommFinalize)(comm); }
 
+// The deterministic state's scratch (device memory too) is released only after the real call returned: an abort
+// from a watchdog thread must reach NCCL before a cudaFree could wait for NCCL's stuck kernels.
 DETNCCL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  std::shared_ptr<void> deterministic_state;
   if (shim_active()) {
     detnccl::interpose::on_communicator_destroyed(comm);
-    detnccl::interpose::forget_communicator_deterministic(comm);
+    deterministic_state = detnccl::interpose::forget_communicator_deterministic(comm);
   }
   return DETNCCL_REAL(ncclCommDestroy)(comm);
 }
 
 DETNCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  std::shared_ptr<void> deterministic_state;
   if (shim_active()) {
     detnccl::interpose::on_communicator_destroyed(comm);
-    detnccl::interpose::forget_communicator_deterministic(comm);
+    deterministic_state = detnccl::interpose::forget_communicator_deterministic(comm);
   }
   return DETNCCL_REAL(ncclCommAbort)(comm);
 }
@@ -171,5 +175,7 @@ DETNCCL_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scal
 }
 
 DETNCCL_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
-  return DETNCCL_REAL(ncclRedOpDestroy)(op, comm);
+  const ncclResult_t result = DETNCCL_REAL(ncclRedOpDestroy)(op, comm);
+  if (shim_active() && result == ncclSuccess) detnccl::interpose::forget_premulsum(comm, op);
+  return result;
 }

@@ -109,6 +109,19 @@ TEST(ParseConfig, TracingWithoutDirIsAnError) {
   EXPECT_FALSE(off.config().tracing());
 }
 
+TEST(ParseConfig, PathsStartingOrEndingWithWhiteSpaceAreRefused) {
+  for (const char* entry : {"DETNCCL_DIR= ", "DETNCCL_DIR= /tmp/x", "DETNCCL_DIR=/tmp/x ", "DETNCCL_DIR=\t",
+                            "DETNCCL_LOG_FILE=/tmp/log\n"}) {
+    const ParsedConfig parsed = parse({entry});
+    ASSERT_FALSE(parsed.ok()) << entry;
+    const ConfigError error = single_error(parsed);
+    EXPECT_NE(error.message.find("white space"), std::string::npos) << error.message;
+  }
+  const ParsedConfig inside = parse({"DETNCCL_DIR=/tmp/my traces"});  // white space inside a path is fine
+  ASSERT_TRUE(inside.ok()) << inside.error_text();
+  EXPECT_EQ(inside.config().dir, "/tmp/my traces");
+}
+
 TEST(ParseConfig, EmptyValuesMeanUnset) {
   const ParsedConfig parsed = parse({"DETNCCL_DIR=", "DETNCCL_TRACE=", "DETNCCL_STEPS=", "DETNCCL_OPS=",
                                      "DETNCCL_SEGMENT_BYTES=", "DETNCCL_RUN=", "DETNCCL_DETERMINISTIC="});
@@ -314,8 +327,8 @@ TEST(ParseConfig, DeterministicSettings) {
   EXPECT_EQ(off.config().deterministic, DeterministicMode::kOff);
   EXPECT_FALSE(off.config().deterministic_mode());
   // Anything else is refused, naming the accepted values: a user who asked for determinism must get it or stop.
-  for (std::string_view entry : {"DETNCCL_DETERMINISTIC=yes", "DETNCCL_DETERMINISTIC=2", "DETNCCL_ALGO=ring",
-                                 "DETNCCL_ACCUMULATE=fp16"}) {
+  for (std::string_view entry :
+       {"DETNCCL_DETERMINISTIC=yes", "DETNCCL_DETERMINISTIC=2", "DETNCCL_ALGO=ring", "DETNCCL_ACCUMULATE=fp16"}) {
     const ConfigError error = single_error(parse({entry}));
     EXPECT_EQ(error.variable, entry.substr(0, entry.find('=')));
     EXPECT_NE(error.message.find("accepted: "), std::string::npos) << error.message;

@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
       wide_grouped = true;
     } else if (arg == "--nonblocking") {  // create the communicator with ncclConfig_t.blocking = 0
       nonblocking = true;
-    } else if (arg == "--unknown-op") {  // one fp32 AllReduce with an operator nobody created; NCCL must refuse it
+    } else if (arg == "--unknown-op") {  // reductions NCCL must refuse (unknown operator, datatype, root)
       unknown_op = true;
     } else {
       std::fprintf(stderr,
@@ -140,12 +140,39 @@ int main(int argc, char** argv) {
   }
 
   if (unknown_op) {
-    float value = 1;
-    const auto op = static_cast<ncclRedOp_t>(ncclNumOps + 7);
-    const ncclResult_t result = ncclAllReduce(&value, &value, 1, ncclFloat32, op, comm, nullptr);
-    if (result != ncclInvalidArgument) {
-      std::fprintf(stderr, "an AllReduce with an unknown operator returned %d, expected ncclInvalidArgument\n",
-                   static_cast<int>(result));
+    // Each must come back as NCCL's own ncclInvalidArgument with NCCL's own ncclGetLastError text, and leave the
+    // output alone. The PreMulSum case uses an operator destroyed just before.
+    float value = 1, output = -7;
+    std::int32_t integer = 1, integer_output = -7;
+    ncclRedOp_t destroyed = ncclSum;
+    float scalar = 2;
+    if (!ok(ncclRedOpCreatePreMulSum(&destroyed, &scalar, ncclFloat32, ncclScalarHostImmediate, comm),
+            "ncclRedOpCreatePreMulSum") ||
+        !ok(ncclRedOpDestroy(destroyed, comm), "ncclRedOpDestroy")) {
+      return 1;
+    }
+    const auto unknown = static_cast<ncclRedOp_t>(ncclNumOps + 7);
+    // The call runs first; then its result, NCCL's last error and the output are checked.
+    const auto refused = [&](const char* what, auto&& call) {
+      const ncclResult_t result = call();
+      const char* text = ncclGetLastError(comm);
+      const bool untouched = output == -7 && integer_output == -7;
+      if (result == ncclInvalidArgument && text != nullptr && text[0] != '\0' && untouched) return true;
+      std::fprintf(stderr, "%s returned %d (expected ncclInvalidArgument), last error '%s', output %s\n", what,
+                   static_cast<int>(result), text == nullptr ? "(null)" : text, untouched ? "untouched" : "written");
+      return false;
+    };
+    const auto bad_type = static_cast<ncclDataType_t>(ncclNumTypes);
+    if (!refused("fp32 AllReduce, unknown operator",
+                 [&] { return ncclAllReduce(&value, &output, 1, ncclFloat32, unknown, comm, nullptr); }) ||
+        !refused("int32 AllReduce, unknown operator",
+                 [&] { return ncclAllReduce(&integer, &integer_output, 1, ncclInt32, unknown, comm, nullptr); }) ||
+        !refused("AllReduce, datatype ncclNumTypes",
+                 [&] { return ncclAllReduce(&value, &output, 1, bad_type, ncclSum, comm, nullptr); }) ||
+        !refused("fp32 Reduce, root nranks",
+                 [&] { return ncclReduce(&value, &output, 1, ncclFloat32, ncclSum, nranks, comm, nullptr); }) ||
+        !refused("fp32 AllReduce, destroyed PreMulSum",
+                 [&] { return ncclAllReduce(&value, &output, 1, ncclFloat32, destroyed, comm, nullptr); })) {
       return 1;
     }
   }
