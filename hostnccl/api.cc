@@ -179,6 +179,31 @@ int local_rank_device() {
   return (*end == '\0' && value >= 0 && value <= INT_MAX) ? static_cast<int>(value) : 0;
 }
 
+// The queries (ncclCommCount, ncclCommUserRank, ncclCommCuDevice) on a communicator that is not ready yet: NCCL's
+// ncclCommEnsureReady warns and returns ncclInvalidArgument while the communicator's async error says ncclInProgress
+// (a non-blocking init, or a non-blocking group, still running), and returns the error of a failed init. An init
+// inside a group has not run before the outermost ncclGroupEnd: NCCL would hand out fields it has not filled in yet;
+// hostnccl refuses that query too, so that a caller asking too early is caught. Like NCCL's, these failures never
+// fail the caller's group.
+ncclResult_t check_ready_for_query(const Comm* comm, const char* call) {
+  const ncclResult_t state = comm->async_error.load();
+  if (state == ncclInProgress) {
+    set_last_error(std::string("hostnccl: ") + call +
+                   ": Attempt to use communicator before the previous operation returned ncclSuccess");
+    return ncclInvalidArgument;
+  }
+  if (comm->ready) return ncclSuccess;  // read only once the async error is settled (the init's thread wrote it)
+  if (state != ncclSuccess) {
+    set_last_error(std::string("hostnccl: ") + call + ": the communicator's creation failed (" +
+                   ncclGetErrorString(state) + ")");
+    return state;
+  }
+  set_last_error(std::string("hostnccl: ") + call +
+                 ": Attempt to use communicator before it was created (an init inside a group is created at the "
+                 "outermost ncclGroupEnd)");
+  return ncclInvalidArgument;
+}
+
 ncclResult_t not_implemented(const char* name) {
   return fail(ncclInvalidUsage, std::string(name) + " is not implemented");
 }
@@ -237,9 +262,11 @@ ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId 
   std::unique_ptr<Comm> created = new_comm(id, nranks, rank, local_rank_device(), settings);
   Comm* raw = created.get();
   const bool grouped = in_group();
-  *comm = created.release();  // inside a group the caller owns it now; it becomes usable at ncclGroupEnd
+  // Inside a group the caller owns it now; it becomes usable at ncclGroupEnd. A non-blocking one returns
+  // ncclInProgress and becomes usable in the background; the caller owns it too (and destroys it if it fails).
+  *comm = created.release();
   const ncclResult_t result = submit(make_init_op(raw));
-  if (result != ncclSuccess && !grouped) {
+  if (result != ncclSuccess && result != ncclInProgress && !grouped) {
     delete raw;
     *comm = nullptr;
   }
@@ -370,6 +397,7 @@ ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
 ncclResult_t pncclCommCount(const ncclComm_t comm, int* count) {
   if (comm == nullptr || !comm_is_valid(comm)) return fail(ncclInvalidArgument, "ncclCommCount: invalid comm");
   if (count == nullptr) return fail(ncclInvalidArgument, "ncclCommCount: count is NULL");
+  if (const ncclResult_t r = check_ready_for_query(comm, "ncclCommCount"); r != ncclSuccess) return r;
   *count = comm->nranks;
   return ncclSuccess;
 }
@@ -377,6 +405,7 @@ ncclResult_t pncclCommCount(const ncclComm_t comm, int* count) {
 ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* device) {
   if (comm == nullptr || !comm_is_valid(comm)) return fail(ncclInvalidArgument, "ncclCommCuDevice: invalid comm");
   if (device == nullptr) return fail(ncclInvalidArgument, "ncclCommCuDevice: device is NULL");
+  if (const ncclResult_t r = check_ready_for_query(comm, "ncclCommCuDevice"); r != ncclSuccess) return r;
   *device = comm->cuda_device;
   return ncclSuccess;
 }
@@ -384,6 +413,7 @@ ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* device) {
 ncclResult_t pncclCommUserRank(const ncclComm_t comm, int* rank) {
   if (comm == nullptr || !comm_is_valid(comm)) return fail(ncclInvalidArgument, "ncclCommUserRank: invalid comm");
   if (rank == nullptr) return fail(ncclInvalidArgument, "ncclCommUserRank: rank is NULL");
+  if (const ncclResult_t r = check_ready_for_query(comm, "ncclCommUserRank"); r != ncclSuccess) return r;
   *rank = comm->rank;
   return ncclSuccess;
 }

@@ -310,6 +310,7 @@ class SplitOp final : public Op {
   }
   const char* name() const override { return "ncclCommSplit"; }
   bool creates_communicator() const override { return true; }
+  bool stays_blocking() const override { return true; }
 
   ncclResult_t advance(bool* progressed) override {
     if (!exchange_->done()) {

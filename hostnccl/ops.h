@@ -32,8 +32,11 @@ class Op {
   virtual const char* name() const = 0;
   /* Called once when the op's group fails before the op finished (e.g. to unlink a half-created segment). */
   virtual void on_failure() {}
-  /* True for init and split, which stay blocking even on non-blocking communicators (NCCL may block there too). */
+  /* True for init and split. */
   virtual bool creates_communicator() const { return false; }
+  /* True for split, which stays a blocking call even on non-blocking communicators (its child exists only once the
+   * ranks have exchanged their colors; NCCL may block there too). A non-blocking init runs in the background. */
+  virtual bool stays_blocking() const { return false; }
 
   /* The communicator whose ranks the op is waiting for (the split's child once the parent's part is done). */
   virtual const Comm* waited_comm() const { return comm_; }

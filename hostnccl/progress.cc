@@ -102,13 +102,18 @@ void drop_unstarted(std::vector<std::unique_ptr<Op>>& ops, ncclResult_t result) 
 
 // The outermost ncclGroupEnd (or a call outside any group): blocking communicators are driven here; a group of
 // non-blocking ones goes to a background thread (RATIONALE: real NCCL progresses those on its own threads too).
+// A non-blocking communicator's init (ncclCommInitRankConfig with blocking = 0, alone or in a group of such inits)
+// runs in the background too, as NCCL's does: the call returns ncclInProgress and the communicator can be used (or
+// queried) once ncclCommGetAsyncError says ncclSuccess. A split stays blocking; so does a group mixing the creation of
+// blocking and non-blocking communicators (as before: NCCL refuses such a group).
 ncclResult_t run_group(std::vector<std::unique_ptr<Op>> ops) {
-  bool any_blocking = false, any_non_blocking = false, creates = false;
+  bool any_blocking = false, any_non_blocking = false, creates = false, stays_blocking = false;
   for (const auto& op : ops) {
     (op->comm()->config.blocking ? any_blocking : any_non_blocking) = true;
     creates = creates || op->creates_communicator();
+    stays_blocking = stays_blocking || op->stays_blocking();
   }
-  if (!any_non_blocking || creates) return drive(ops);
+  if (!any_non_blocking || stays_blocking || (creates && any_blocking)) return drive(ops);
   if (any_blocking) {
     set_last_error("hostnccl: ncclGroupEnd: a group may not mix blocking and non-blocking communicators");
     drop_unstarted(ops, ncclInvalidUsage);

@@ -9,7 +9,9 @@
  * Non-blocking communicators (ncclConfig_t.blocking = 0): a group of their operations is handed to a background
  * thread and the call returns ncclInProgress; ncclCommGetAsyncError says ncclInProgress until the thread finishes,
  * then the group's result. As NCCL requires, the caller must wait for that before the communicator's next call (a
- * call made earlier fails with ncclInvalidUsage). Init and split stay blocking; a group may not mix the two kinds.
+ * call made earlier fails with ncclInvalidUsage). A non-blocking init runs in the background the same way (the
+ * communicator is usable once ncclCommGetAsyncError says ncclSuccess); a split stays blocking; a group may not mix the
+ * two kinds.
  */
 #ifndef DETNCCL_HOSTNCCL_PROGRESS_H
 #define DETNCCL_HOSTNCCL_PROGRESS_H

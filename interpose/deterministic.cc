@@ -1,6 +1,7 @@
 // detnccl shim: deterministic mode (see deterministic.h).
 #include "interpose/deterministic.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -183,6 +184,28 @@ ncclResult_t execute(const CallShape& shape, const coll::Reduction& reduction, C
   return result;
 }
 
+// fork(): the child must find the mutex free (another thread of the parent may hold it) and none of the parent's
+// communicators (their handles may come back for the child's own). The parent's states are left allocated: freeing
+// their device scratch in a child of a CUDA process is not allowed.
+void lock_before_fork() {
+  if (g_state != nullptr) g_state->mutex.lock();
+}
+void unlock_in_parent() {
+  if (g_state != nullptr) g_state->mutex.unlock();
+}
+void forget_parent_in_child() {
+  t_deferred.clear();
+  t_cliques_to_nccl.clear();
+  if (g_state == nullptr) return;
+  try {
+    new auto(std::move(g_state->communicators));  // never freed, on purpose
+  } catch (...) {
+    // Out of memory: the states are freed instead (host scratch is fine; a device free fails harmlessly).
+  }
+  g_state->communicators.clear();
+  g_state->mutex.unlock();
+}
+
 }  // namespace
 
 void configure_deterministic(const config::Config& config) noexcept {
@@ -204,6 +227,8 @@ void configure_deterministic(const config::Config& config) noexcept {
     state->options.accumulate =
         config.accumulate == config::Accumulate::kFloat32 ? coll::Accumulate::kFloat32 : coll::Accumulate::kNative;
     g_state = state;
+    static std::once_flag fork_handlers;
+    std::call_once(fork_handlers, [] { pthread_atfork(lock_before_fork, unlock_in_parent, forget_parent_in_child); });
   } catch (...) {
     if (config.deterministic_mode()) stop_job("out of memory while setting up deterministic mode");
   }
@@ -216,7 +241,21 @@ std::optional<ncclResult_t> run_deterministic(const CallShape& shape, bool in_gr
   if (!deterministic_enabled() || !is_reduction(shape.op)) return std::nullopt;
   try {
     const std::shared_ptr<CommunicatorState> comm = communicator_state(shape.comm);
-    if (comm->rank < 0) return std::nullopt;  // not a usable communicator: NCCL reports the error
+    if (comm->rank < 0) {
+      // A communicator NCCL has not finished creating (non-blocking, or created in this same group): NCCL refuses
+      // any call on it (ncclCommEnsureReady), and so does deterministic mode, whatever the backend would do. Any
+      // other unusable communicator goes to NCCL, which reports it.
+      // (NCCL reports such a communicator as ncclInProgress; hostnccl, for one created inside the open group, as
+      // ncclSuccess while refusing the size and rank queries.)
+      ncclResult_t state = ncclSuccess;
+      if (shape.comm != nullptr && DETNCCL_REAL(ncclCommGetAsyncError)(shape.comm, &state) == ncclSuccess &&
+          (state == ncclInProgress || state == ncclSuccess)) {
+        log_warning(std::string(records::op_name(shape.op)) +
+                    " on a communicator NCCL has not finished creating: refused (ncclInvalidArgument), as NCCL does");
+        return ncclInvalidArgument;
+      }
+      return std::nullopt;
+    }
 
     std::optional<coll::Reduction> reduction = coll::builtin_reduction(static_cast<ncclRedOp_t>(shape.redop));
     if (!reduction) {

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <condition_variable>
@@ -13,6 +14,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <span>
 #include <string>
@@ -60,6 +62,20 @@ struct PreMulSumScalar {
   std::uint64_t width = 0;
 };
 
+// A communicator NCCL has not finished creating: a non-blocking one whose creation returned ncclInProgress, or one
+// created inside a group (NCCL creates it at the outermost ncclGroupEnd). NCCL answers ncclCommCount / UserRank /
+// CuDevice only once it is ready (before that, NCCL 2.28 warns, sets its last error and returns ncclInvalidArgument),
+// so its record waits until then (see resolve_communicator).
+struct PendingCommunicator {
+  ncclComm_t comm = nullptr;
+  std::unique_ptr<Communicator> communicator;  // id and derivation count already; size and rank once ready
+  records::CommunicatorRecord record;          // everything but the ordinal, size, rank and device
+  std::uint64_t open_group = 0;  // the creating thread's group while it is open (NCCL creates the communicator at
+                                 // its outermost ncclGroupEnd); 0 once closed, or when created outside a group
+  pthread_t creator{};           // only this thread (or a call on the communicator) asks NCCL whether it is ready
+  bool resolving = false;        // a thread is asking NCCL about it (outside the lock)
+};
+
 // Fingerprints of a buffer about to be recorded: whole, per-peer blocks, segments (the same on CPU and GPU).
 using Digests = DeviceDigests;
 
@@ -94,9 +110,17 @@ struct Process {
   std::vector<std::unique_ptr<Communicator>> every_communicator;  // destroyed ones included (see Communicator)
   std::unordered_map<ncclComm_t, Communicator*> communicators;    // the live ones, by handle
   std::map<std::pair<ncclComm_t, std::int32_t>, PreMulSumScalar> premulsum;
+  std::vector<PendingCommunicator> pending_communicators;  // not ready yet, in creation order
   std::unique_ptr<records::RecordWriter> writer;
   bool writer_attempted = false;
   std::uint32_t global_rank = 0;
+  // The id of the first communicator this process created (ready or not), which names the run when no environment
+  // variable does: every rank computes it alike, whichever of its communicators NCCL finishes first.
+  bool first_id_known = false;
+  bool first_id_is_shared = false;
+  std::uint64_t first_id = 0;
+  // A fork()ed child: it starts over (see start_over_in_child) and reads the environment again at its first log.
+  bool forked_child = false;
 
   std::atomic<records::RecordWriter*> active_writer{nullptr};
   // Changes with every change of `communicators` (under mutex); CommunicatorCache reads it without the mutex.
@@ -104,7 +128,9 @@ struct Process {
   std::atomic<std::uint64_t> next_ordinal{0};
   std::atomic<std::uint64_t> next_call{0};
   std::atomic<std::uint64_t> next_group{1};
+  std::atomic<std::size_t> pending_count{0};  // pending_communicators.size(), read without the mutex
   std::atomic<bool> warned_device_unavailable{false};
+  std::atomic<bool> warned_call_on_pending{false};
   std::atomic<bool> warned_device_failure{false};
   std::atomic<bool> warned_hash_failure{false};
 
@@ -171,11 +197,22 @@ std::vector<std::string_view> views_of(const std::vector<std::string>& strings) 
   return {strings.begin(), strings.end()};
 }
 
+// Turns tracing off after a failure of the tracer's own (`what`, then `detail`, e.g. an exception's text), with one
+// warning. A log already open ends with a truncation marker naming the failure (never the normal end marker), so
+// that readers and `detnccl diff`/`check` know that records are missing.
 // RATIONALE: shim_active() stays on, so that group brackets stay balanced; with no active writer every traced
-// call returns at its first check.
-void stop_tracing_with_warning(const std::string& why) {
-  log_warning("tracing is off for the rest of this process: " + why + " (the job goes on without it)");
-  if (g_process != nullptr) g_process->active_writer.store(nullptr, std::memory_order_release);
+// call returns at its first check. The message is built without allocating: this runs when memory ran out.
+void stop_tracing_with_warning(std::string_view what, std::string_view detail = {}) noexcept {
+  std::array<char, 400> why{};
+  std::snprintf(why.data(), why.size(), "%.*s%s%.*s", static_cast<int>(what.size()), what.data(),
+                detail.empty() ? "" : ": ", static_cast<int>(detail.size()), detail.data());
+  records::RecordWriter* writer =
+      g_process != nullptr ? g_process->active_writer.exchange(nullptr, std::memory_order_acq_rel) : nullptr;
+  std::array<char, 512> message{};
+  std::snprintf(message.data(), message.size(), "tracing is off for the rest of this process: %s (%sthe job goes on)",
+                why.data(), writer != nullptr ? "the log is marked truncated; " : "");
+  log_warning(message.data());
+  if (writer != nullptr) writer->stop_early(why.data());
 }
 
 void drain_queue_at_exit(Process& process);
@@ -183,6 +220,9 @@ void drain_queue_at_exit(Process& process);
 void close_log_at_exit() {
   Process* process = g_process;
   if (process == nullptr) return;
+  // A fork()ed child that traced nothing of its own has nothing to close and nothing to say: the parent's log and
+  // warnings are the parent's (and its threads, which may have held the tracer's locks, do not exist here).
+  if (process->forked_child && !process->writer_attempted) return;
   if (!process->config.steps.is_everything() && !g_step_marked.load()) {
     log_warning(
         "DETNCCL_STEPS is set but the job never marked a step (detnccl_set_step, or the Python helper "
@@ -193,12 +233,52 @@ void close_log_at_exit() {
   if (process->writer) process->writer->close();
 }
 
-void forget_log_in_child() {
-  // A fork()ed child shares the parent's mapping: it must not write to the parent's log.
-  g_shim_active.store(false, std::memory_order_relaxed);
-  if (g_process != nullptr) {
-    if (records::RecordWriter* writer = g_process->active_writer.load()) writer->detach_after_fork();
-  }
+void communicators_changed(Process& process);
+
+// fork(): the tracer's locks are taken before it and released on both sides after it, so that the child finds them
+// free and what they guard consistent, whatever the parent's other threads were doing.
+void lock_before_fork() {
+  if (g_process == nullptr) return;
+  g_process->mutex.lock();
+  g_process->queue_mutex.lock();
+}
+
+void unlock_in_parent() {
+  if (g_process == nullptr) return;
+  g_process->queue_mutex.unlock();
+  g_process->mutex.unlock();
+}
+
+// In a fork()ed child (it has only the thread that forked): the parent's log, communicators and collector thread are
+// the parent's. The child forgets them without writing to the log, and starts over as a process of its own: tracing
+// (and deterministic mode, which shim_active() keeps on) go on, and the child's first communicator opens a log of its
+// own (named by the child's rank; if that file exists, the usual one warning says so and the child runs untraced).
+void start_over_in_child() {
+  Process* process = g_process;
+  if (process == nullptr) return;
+  // RATIONALE: the writer object is left allocated: its mutex may have been held by a parent thread at fork time.
+  if (process->writer) process->writer.release()->detach_after_fork();
+  process->active_writer.store(nullptr, std::memory_order_release);
+  process->writer_attempted = false;
+  process->forked_child = true;
+  process->first_id_known = false;
+  process->global_rank = 0;
+  process->communicators.clear();
+  process->pending_communicators.clear();
+  process->pending_count.store(0, std::memory_order_relaxed);
+  process->premulsum.clear();
+  communicators_changed(*process);
+  process->next_ordinal.store(0, std::memory_order_relaxed);
+  process->next_call.store(0, std::memory_order_relaxed);
+  // RATIONALE: the parent's collector thread does not exist here (joining it would wait forever), and its queued
+  // records are the parent's: both are abandoned in place (placement new, no destructor runs).
+  if (process->collector.joinable()) new (&process->collector) std::thread();
+  if (!process->queue.empty()) new (&process->queue) std::deque<PendingCall>();
+  process->stopping = false;
+  GroupState& group = t_thread.group;
+  if (!group.pending.empty()) new (&group.pending) std::vector<PendingCall>();  // the parent's calls
+  process->queue_mutex.unlock();
+  process->mutex.unlock();
 }
 
 void configure_once() {
@@ -220,22 +300,29 @@ void configure_once() {
   configure_deterministic(process->config);
   g_process = process;
   std::atexit(close_log_at_exit);
-  pthread_atfork(nullptr, nullptr, forget_log_in_child);
+  pthread_atfork(lock_before_fork, unlock_in_parent, start_over_in_child);
   g_shim_active.store(process->config.tracing() || process->config.deterministic_mode(), std::memory_order_release);
 }
 
-// The run directory's name: from the environment, else from the first communicator's id (equal on all ranks; a
-// timestamp is not, since ranks start at different moments and the tracer adds no communication of its own).
-std::string run_name(Process& process, std::uint64_t first_comm_id, bool id_is_shared) {
+// The run directory's name: from the environment, else from the id of the first communicator this process created
+// (equal on all ranks; a timestamp is not, since ranks start at different moments and the tracer adds no
+// communication of its own).
+std::string run_name(Process& process) {
   const auto environment = views_of(process.environment_copy);
   if (auto name = config::run_name_from_environment(process.config, environment)) return *name;
-  if (id_is_shared) return "run-" + hex64(first_comm_id);
+  if (process.first_id_known && process.first_id_is_shared) return "run-" + hex64(process.first_id);
   return config::run_name_from_time(static_cast<std::int64_t>(now_ns() / 1000000000ull));
 }
 
-// Creates the log at the first communicator. Caller holds process.mutex.
-void create_writer(Process& process, const Communicator& first, bool id_is_shared) {
+// Creates the log at the first communicator recorded (ready: its size and rank are known). Caller holds
+// process.mutex.
+void create_writer(Process& process, const Communicator& first) {
   process.writer_attempted = true;
+  if (process.forked_child) {
+    // A fork()ed child may have been given its own rank in the environment (RANK=...) after the parent read it.
+    process.environment_copy.clear();
+    for (std::string_view entry : config::process_environment()) process.environment_copy.emplace_back(entry);
+  }
   const auto environment = views_of(process.environment_copy);
   records::LogHeader header;
   header.start_time_ns = now_ns();
@@ -260,7 +347,7 @@ void create_writer(Process& process, const Communicator& first, bool id_is_share
   gethostname(host, sizeof host - 1);
   header.host = host;
   header.detnccl_version_text = kDetncclVersionText;
-  header.run = run_name(process, first.id, id_is_shared);
+  header.run = run_name(process);
   header.config_text = config::format_config(process.config);
   header.nccl_environment = config::nccl_variables(environment);
 
@@ -440,7 +527,7 @@ void submit(PendingCall&& call) noexcept {
     if (!process.collector.joinable()) process.collector = std::thread(collect_queued_records);
     process.queue_changed.notify_one();
   } catch (const std::exception& error) {
-    stop_tracing_with_warning(std::string("cannot queue a record: ") + error.what());
+    stop_tracing_with_warning("cannot queue a record", error.what());
   }
 }
 
@@ -470,13 +557,120 @@ void drain_queue_at_exit(Process& process) {
       if (process.queue.empty()) break;
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      log_warning("device fingerprints of the last calls did not complete by exit; their records are lost");
+      // The log then ends with a truncation marker naming this (close() writes no end marker after it).
+      stop_tracing_with_warning(
+          "device fingerprints of the last calls did not complete within 10 s of exit; "
+          "their records are lost");
       process.collector.detach();
       return;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   process.collector.join();
+}
+
+// Records a communicator NCCL has created: numbers it, makes its calls traceable, creates the log at the first one
+// and appends its record. Caller holds process.mutex.
+void record_communicator(Process& process, ncclComm_t comm, std::unique_ptr<Communicator> created,
+                         records::CommunicatorRecord record) {
+  created->ordinal = process.next_ordinal.fetch_add(1);
+  record.ordinal = created->ordinal;
+  record.nranks = created->nranks;
+  record.rank = created->rank;
+  Communicator& communicator = *created;
+  process.every_communicator.push_back(std::move(created));
+  process.communicators[comm] = &communicator;
+  communicators_changed(process);
+  if (!process.writer_attempted) create_writer(process, communicator);
+  if (process.writer) process.writer->append(record);
+}
+
+// The pending communicator `comm`, or end(). Caller holds process.mutex.
+std::vector<PendingCommunicator>::iterator find_pending(Process& process, ncclComm_t comm) {
+  return std::find_if(process.pending_communicators.begin(), process.pending_communicators.end(),
+                      [comm](const PendingCommunicator& pending) { return pending.comm == comm; });
+}
+
+// Caller holds process.mutex.
+void erase_pending(Process& process, std::vector<PendingCommunicator>::iterator at) {
+  process.pending_communicators.erase(at);
+  process.pending_count.store(process.pending_communicators.size(), std::memory_order_relaxed);
+}
+
+// Records the pending communicator `comm` if NCCL has finished creating it: asks ncclCommGetAsyncError (which
+// neither warns nor changes ncclGetLastError), and only when it says ncclSuccess asks for the size, rank and device.
+// A communicator whose creation failed is forgotten (NCCL told the job; there is nothing to record). Asked only from
+// the thread that created it, or when `calling_on_it` (the job is making a call on it, so asking is the job's own
+// use: no other thread may be destroying it). Returns whether `comm` is recorded now.
+bool resolve_communicator(Process& process, ncclComm_t comm, bool calling_on_it) {
+  {
+    const std::lock_guard<std::mutex> lock(process.mutex);
+    const auto pending = find_pending(process, comm);
+    if (pending == process.pending_communicators.end() || pending->open_group != 0 || pending->resolving) return false;
+    if (!calling_on_it && pthread_equal(pending->creator, pthread_self()) == 0) return false;
+    pending->resolving = true;
+  }
+  // RATIONALE: NCCL is asked outside the lock, as every real call is (ncclCommGetAsyncError may join NCCL's thread).
+  ncclResult_t state = ncclInProgress;
+  const bool asked = DETNCCL_REAL(ncclCommGetAsyncError)(comm, &state) == ncclSuccess;
+  const bool ready = asked && state == ncclSuccess;
+  int count = 0, rank = 0, device = -1;
+  if (ready) {
+    if (DETNCCL_REAL(ncclCommCount)(comm, &count) != ncclSuccess) count = 0;
+    if (DETNCCL_REAL(ncclCommUserRank)(comm, &rank) != ncclSuccess) rank = 0;
+    if (DETNCCL_REAL(ncclCommCuDevice)(comm, &device) != ncclSuccess) device = -1;
+  }
+  const std::lock_guard<std::mutex> lock(process.mutex);
+  const auto pending = find_pending(process, comm);
+  if (pending == process.pending_communicators.end()) return false;  // destroyed meanwhile
+  if (!ready) {
+    if (asked && state == ncclInProgress) {
+      pending->resolving = false;
+    } else {
+      erase_pending(process, pending);
+    }
+    return false;
+  }
+  std::unique_ptr<Communicator> created = std::move(pending->communicator);
+  records::CommunicatorRecord record = pending->record;
+  erase_pending(process, pending);
+  created->nranks = static_cast<std::uint32_t>(count);
+  created->rank = static_cast<std::uint32_t>(rank);
+  record.device = device;
+  record_communicator(process, comm, std::move(created), record);
+  return true;
+}
+
+// Records the communicators this thread created that NCCL has finished creating since, oldest first (so that their
+// records come before those of communicators created after them, whenever NCCL lets us know in time).
+void resolve_pending_of_this_thread(Process& process) {
+  if (process.pending_count.load(std::memory_order_relaxed) == 0) return;
+  std::vector<ncclComm_t> mine;
+  {
+    const std::lock_guard<std::mutex> lock(process.mutex);
+    for (const PendingCommunicator& pending : process.pending_communicators) {
+      if (pending.open_group == 0 && pthread_equal(pending.creator, pthread_self()) != 0) mine.push_back(pending.comm);
+    }
+  }
+  for (ncclComm_t comm : mine) resolve_communicator(process, comm, false);
+}
+
+// A call on a communicator that is not recorded: one still pending is recorded now if NCCL has finished creating it
+// (the job must wait for that before its first call). Returns the communicator, or nullptr when the call cannot be
+// traced (warned once when the communicator is still being created).
+Communicator* find_pending_for_call(Process& process, CommunicatorCache& cache, ncclComm_t comm) {
+  if (resolve_communicator(process, comm, true)) return find_communicator_for_call(process, cache, comm);
+  bool still_pending = false;
+  {
+    const std::lock_guard<std::mutex> lock(process.mutex);
+    still_pending = find_pending(process, comm) != process.pending_communicators.end();
+  }
+  if (still_pending) {
+    log_warning_once(process.warned_call_on_pending,
+                     "a call on a communicator NCCL has not finished creating (a non-blocking init still in progress, "
+                     "or a call inside the group that creates it) is not traced; further such calls are not reported");
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -487,22 +681,32 @@ void ensure_configured() noexcept { std::call_once(g_configured, configure_once)
 
 void on_communicator_created(ncclComm_t comm, const CommunicatorOrigin& origin) noexcept {
   Process* process = g_process;
-  if (process == nullptr) return;
+  if (process == nullptr || !process->config.tracing()) return;
   try {
+    // Communicators this thread created earlier come first, if NCCL has finished them.
+    resolve_pending_of_this_thread(*process);
     Communicator* parent = nullptr;
+    bool parent_recorded = false;
     std::uint64_t derivation = 0;
     if (origin.parent != nullptr) {
       parent = find_communicator(*process, origin.parent);
+      if (parent == nullptr && process->pending_count.load(std::memory_order_relaxed) > 0) {
+        // The job just called the split on its parent: asking NCCL about the parent is the job's own use.
+        resolve_communicator(*process, origin.parent, true);
+        parent = find_communicator(*process, origin.parent);
+      }
+      parent_recorded = parent != nullptr;
+      const std::lock_guard<std::mutex> lock(process->mutex);
+      if (parent == nullptr) {
+        // Still being created (its record, and so its ordinal, come later): its id and derivations are known.
+        const auto pending = find_pending(*process, origin.parent);
+        if (pending != process->pending_communicators.end()) parent = pending->communicator.get();
+      }
       if (parent != nullptr) derivation = parent->derivations.fetch_add(1);
     }
     if (comm == nullptr) return;
 
     auto created = std::make_unique<Communicator>();
-    int count = 0, rank = 0, device = -1;
-    if (DETNCCL_REAL(ncclCommCount)(comm, &count) == ncclSuccess) created->nranks = static_cast<std::uint32_t>(count);
-    if (DETNCCL_REAL(ncclCommUserRank)(comm, &rank) == ncclSuccess) created->rank = static_cast<std::uint32_t>(rank);
-    if (DETNCCL_REAL(ncclCommCuDevice)(comm, &device) != ncclSuccess) device = -1;
-
     bool id_is_shared = true;
     if (origin.unique_id != nullptr) {
       created->id = records::communicator_id_from_unique_id(
@@ -517,30 +721,36 @@ void on_communicator_created(ncclComm_t comm, const CommunicatorOrigin& origin) 
       id_is_shared = false;
     }
 
-    records::CommunicatorRecord record;
-    record.nranks = created->nranks;
-    record.rank = created->rank;
-    record.device = device;
-    record.id = created->id;
-    record.origin = origin.origin;
+    PendingCommunicator pending;
+    pending.comm = comm;
+    pending.record.id = created->id;
+    pending.record.origin = origin.origin;
     if (parent != nullptr) {
-      record.parent_ordinal = parent->ordinal;
-      record.parent_id = parent->id;
-      record.split_color = static_cast<std::int32_t>(origin.color);
-      record.split_key = origin.key;
+      if (parent_recorded) pending.record.parent_ordinal = parent->ordinal;
+      pending.record.parent_id = parent->id;
+      pending.record.split_color = static_cast<std::int32_t>(origin.color);
+      pending.record.split_key = origin.key;
     }
-
-    const std::lock_guard<std::mutex> lock(process->mutex);
-    created->ordinal = process->next_ordinal.fetch_add(1);
-    record.ordinal = created->ordinal;
-    Communicator& communicator = *created;
-    process->every_communicator.push_back(std::move(created));
-    process->communicators[comm] = &communicator;
-    communicators_changed(*process);
-    if (!process->writer_attempted && process->config.tracing()) create_writer(*process, communicator, id_is_shared);
-    if (process->writer) process->writer->append(record);
+    pending.communicator = std::move(created);
+    pending.creator = pthread_self();
+    // NCCL creates a communicator made inside a group at the outermost ncclGroupEnd (on_group_end).
+    const GroupState& group = t_thread.group;
+    pending.open_group = group.depth > 0 ? group.group_id : 0;
+    {
+      const std::lock_guard<std::mutex> lock(process->mutex);
+      if (!process->first_id_known) {
+        process->first_id_known = true;
+        process->first_id = pending.record.id;
+        process->first_id_is_shared = id_is_shared;
+      }
+      process->pending_communicators.push_back(std::move(pending));
+      process->pending_count.store(process->pending_communicators.size(), std::memory_order_relaxed);
+    }
+    // A blocking creation outside a group has finished: recorded now. One that returned ncclInProgress is recorded
+    // once NCCL says it is ready (at the first call on it, or at this thread's next creation or group end).
+    if (!origin.in_progress) resolve_communicator(*process, comm, false);
   } catch (const std::exception& error) {
-    stop_tracing_with_warning(std::string("cannot record a communicator: ") + error.what());
+    stop_tracing_with_warning("cannot record a communicator", error.what());
   }
 }
 
@@ -549,6 +759,9 @@ void on_communicator_destroyed(ncclComm_t comm) noexcept {
   if (process == nullptr) return;
   const std::lock_guard<std::mutex> lock(process->mutex);
   process->communicators.erase(comm);
+  if (const auto pending = find_pending(*process, comm); pending != process->pending_communicators.end()) {
+    erase_pending(*process, pending);
+  }
   communicators_changed(*process);
   process->premulsum.erase(process->premulsum.lower_bound({comm, INT32_MIN}),
                            process->premulsum.upper_bound({comm, INT32_MAX}));
@@ -559,10 +772,42 @@ void on_group_start() noexcept {
   if (group.depth++ == 0) group.group_id = g_process != nullptr ? g_process->next_group.fetch_add(1) : 0;
 }
 
+namespace {
+
+// At the outermost ncclGroupEnd of this thread: NCCL has created the communicators made inside the group (or failed
+// to, and said so); those that are ready are recorded now, before the records of the group's calls. A non-blocking
+// group (ncclInProgress) leaves them pending until NCCL says they are ready.
+void close_group_of_pending(Process& process, std::uint64_t group_id, ncclResult_t group_result) noexcept {
+  try {
+    {
+      const std::lock_guard<std::mutex> lock(process.mutex);
+      for (auto at = process.pending_communicators.begin(); at != process.pending_communicators.end();) {
+        if (at->open_group != group_id) {
+          ++at;
+        } else if (group_result == ncclSuccess || group_result == ncclInProgress) {
+          at->open_group = 0;
+          ++at;
+        } else {
+          at = process.pending_communicators.erase(at);  // the group failed: NCCL created nothing to record
+        }
+      }
+      process.pending_count.store(process.pending_communicators.size(), std::memory_order_relaxed);
+    }
+    resolve_pending_of_this_thread(process);
+  } catch (const std::exception& error) {
+    stop_tracing_with_warning("cannot record a communicator", error.what());
+  }
+}
+
+}  // namespace
+
 void on_group_end(ncclResult_t group_result) noexcept {
   GroupState& group = t_thread.group;
   if (group.depth == 0) return;  // unbalanced ncclGroupEnd: NCCL reports it; nothing of ours is pending
   if (--group.depth > 0) return;
+  if (g_process != nullptr && g_process->pending_count.load(std::memory_order_relaxed) > 0) {
+    close_group_of_pending(*g_process, group.group_id, group_result);
+  }
   std::vector<PendingCall> pending;
   pending.swap(group.pending);
   group.group_id = 0;
@@ -601,10 +846,19 @@ namespace {
 std::optional<PendingCall> begin_call(const CallShape& shape, ThreadState& thread) noexcept {
   std::optional<PendingCall> traced;
   Process* process = g_process;
-  if (process == nullptr || process->active_writer.load(std::memory_order_acquire) == nullptr) return traced;
+  if (process == nullptr) return traced;
   try {
-    Communicator* communicator = find_communicator_for_call(*process, thread.communicators, shape.comm);
-    if (communicator == nullptr) return traced;  // not one we saw created: NCCL will reject or run it; no record
+    Communicator* communicator = nullptr;
+    if (process->active_writer.load(std::memory_order_acquire) != nullptr) {
+      communicator = find_communicator_for_call(*process, thread.communicators, shape.comm);
+    }
+    // A communicator NCCL had not finished creating is recorded at its first call (which may create the log).
+    if (communicator == nullptr && process->pending_count.load(std::memory_order_relaxed) > 0) {
+      communicator = find_pending_for_call(*process, thread.communicators, shape.comm);
+    }
+    if (communicator == nullptr || process->active_writer.load(std::memory_order_acquire) == nullptr) {
+      return traced;  // tracing is off, or not a communicator we saw created: NCCL will reject or run it; no record
+    }
     PendingCall& call = traced.emplace();
     records::CallFields& fields = call.fields;
     fields.seq = process->next_call.fetch_add(1);
@@ -672,7 +926,7 @@ std::optional<PendingCall> begin_call(const CallShape& shape, ThreadState& threa
     }
   } catch (const std::exception& error) {
     traced.reset();
-    stop_tracing_with_warning(std::string("cannot trace a call: ") + error.what());
+    stop_tracing_with_warning("cannot trace a call", error.what());
   }
   return traced;
 }

@@ -27,10 +27,15 @@ struct CommunicatorOrigin {
   std::int64_t color = records::kNotSplit;  // split color, or a value every survivor of a shrink shares
   std::int32_t key = records::kNotSplit;
   std::uint64_t shared_id = 0;  // InitAll: an id already computed for all the communicators of the call
+  bool in_progress = false;     // the creating call returned ncclInProgress (a non-blocking communicator)
 };
 
 // After a communicator-creating call returned: records `comm` (nullptr when this rank got none, e.g. a split with
 // NCCL_SPLIT_NOCOLOR: the parent's derivation count still advances). Creates this process's log on first use.
+// NCCL answers the queries the record needs (size, rank, device) only once it has created the communicator: a
+// non-blocking one whose creation returned ncclInProgress, or one created inside a group (at its outermost
+// ncclGroupEnd), is recorded once it is ready — at that ncclGroupEnd, or at the first call made on it, when
+// ncclCommGetAsyncError no longer says ncclInProgress — and always before any record of a call on it.
 void on_communicator_created(ncclComm_t comm, const CommunicatorOrigin& origin) noexcept;
 
 // Before ncclCommDestroy / ncclCommAbort: forget `comm` (its handle may be reused afterwards).

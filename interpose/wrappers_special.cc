@@ -2,6 +2,7 @@
 // reduction operators: the calls where the shim learns about communicators, groups and PreMulSum scalars.
 #include <cstdint>
 #include <ctime>
+#include <span>
 
 #include <unistd.h>
 
@@ -24,9 +25,15 @@ bool created(ncclResult_t result) { return result == ncclSuccess || result == nc
 
 void record_initialized(ncclComm_t* comm, ncclResult_t result, CommOrigin origin, const ncclUniqueId* id) {
   if (shim_active() && created(result) && comm != nullptr) {
+    if (id != nullptr) {
+      // Ranks of one communicator that this process holds share the id (deterministic mode's groups need to know).
+      detnccl::interpose::note_communicator_clique(
+          *comm, detnccl::records::communicator_id_from_unique_id(std::as_bytes(std::span(id->internal))));
+    }
     CommunicatorOrigin how;
     how.origin = origin;
     how.unique_id = id;
+    how.in_progress = result == ncclInProgress;
     on_communicator_created(*comm, how);
   }
 }
@@ -65,7 +72,11 @@ DETNCCL_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const in
     how.shared_id = detnccl::records::communicator_id_from_parent(
         static_cast<std::uint64_t>(now.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(now.tv_nsec),
         static_cast<std::uint64_t>(getpid()), ndev);
-    for (int i = 0; i < ndev; ++i) on_communicator_created(comm[i], how);
+    how.in_progress = result == ncclInProgress;
+    for (int i = 0; i < ndev; ++i) {
+      detnccl::interpose::note_communicator_clique(comm[i], how.shared_id);
+      on_communicator_created(comm[i], how);
+    }
   }
   return result;
 }
@@ -88,6 +99,10 @@ DETNCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, n
     how.parent = comm;
     how.color = color;
     how.key = key;
+    how.in_progress = result == ncclInProgress;
+    if (newcomm != nullptr) {
+      detnccl::interpose::note_communicator_clique(*newcomm, static_cast<std::uint64_t>(color) + 1, comm);
+    }
     // A rank that passed NCCL_SPLIT_NOCOLOR gets no communicator, but the parent's derivation count still advances.
     on_communicator_created(newcomm != nullptr ? *newcomm : nullptr, how);
   }
@@ -109,6 +124,8 @@ DETNCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksLis
     how.origin = CommOrigin::kShrink;
     how.parent = comm;
     how.color = static_cast<std::int64_t>(excluded & 0x7fffffff);
+    how.in_progress = result == ncclInProgress;
+    if (newcomm != nullptr) detnccl::interpose::note_communicator_clique(*newcomm, excluded + 1, comm);
     on_communicator_created(newcomm != nullptr ? *newcomm : nullptr, how);
   }
   return result;
@@ -141,6 +158,9 @@ DETNCCL_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
 }
 
 DETNCCL_EXPORT ncclResult_t ncclGroupStart() {
+  // RATIONALE: a job may open its first group before its first communicator exists (to create communicators inside
+  // it): the shim must count that group too, or it would take the calls inside for calls outside any group.
+  detnccl::interpose::ensure_configured();
   if (shim_active()) detnccl::interpose::on_group_start();
   return DETNCCL_REAL(ncclGroupStart)();
 }

@@ -298,9 +298,10 @@ struct CallRecord : CallFields {
 // Why tracing stopped early.
 enum class TruncationReason : std::uint32_t {
   kUnknown = 0,
-  kDiskFull = 1,      // ENOSPC or EDQUOT
-  kFileTooLarge = 2,  // EFBIG (RLIMIT_FSIZE or the file system's limit)
-  kWriteError = 3,    // any other failure to grow or map the file
+  kDiskFull = 1,       // ENOSPC or EDQUOT
+  kFileTooLarge = 2,   // EFBIG (RLIMIT_FSIZE or the file system's limit)
+  kWriteError = 3,     // any other failure to grow or map the file
+  kTracerStopped = 4,  // the writer's user turned tracing off after a failure of its own (RecordWriter::stop_early)
 };
 
 // RecordType::kTruncated fixed payload, exactly as on disk; text_bytes of message text follow it.

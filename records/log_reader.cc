@@ -38,7 +38,9 @@ std::uint64_t page_size() noexcept {
 OpenedLog LogReader::open_file(const std::string& path) noexcept {
   OpenedLog result;
   try {
-    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // RATIONALE: O_NONBLOCK, so that opening a FIFO (or a device) named like a log returns at once instead of
+    // waiting for a writer; the type is checked right after. It changes nothing for a regular file.
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
       result.error = "cannot open " + path + ": " + std::strerror(errno);
       return result;
@@ -142,12 +144,17 @@ std::string LogReader::read_header() {
                                                           &header_.config_text, &header_.nccl_environment};
   const std::uint64_t strings_end = fixed.header_bytes - 8;
   std::uint64_t offset = sizeof(FileHeaderFixed);
-  for (std::string* text : strings) {
-    if (strings_end - offset < 4) return "the header's strings overrun it";
+  // Every string_count string must lie within the header, the ones a newer writer added too (they are skipped).
+  // Each takes at least its 4-byte length, so the loop ends within header_bytes / 4 steps whatever the count says.
+  for (std::uint64_t i = 0; i < fixed.string_count; ++i) {
+    if (strings_end - offset < 4) {
+      return "the header says it holds " + std::to_string(fixed.string_count) + " strings, but only " +
+             std::to_string(i) + " fit in its " + std::to_string(fixed.header_bytes) + " bytes";
+    }
     const auto length = load<std::uint32_t>(data_ + offset);
     offset += 4;
     if (length > strings_end - offset) return "the header's strings overrun it";
-    text->assign(reinterpret_cast<const char*>(data_ + offset), length);
+    if (i < strings.size()) strings[i]->assign(reinterpret_cast<const char*>(data_ + offset), length);
     offset += length;
   }
   position_ = fixed.header_bytes;
@@ -191,17 +198,27 @@ bool LogReader::next(LogRecord& record) noexcept {
       release_pages_before(at);
       const std::uint64_t left = size_ - at;
       const auto records = [this] { return std::to_string(records_read_ + unknown_skipped_); };
+      // "1 record", "2 records".
+      const auto n_records = [this] {
+        const std::uint64_t n = records_read_ + unknown_skipped_;
+        return std::to_string(n) + (n == 1 ? " record" : " records");
+      };
+      // "the 1 record before it is complete", "the 2 records before it are complete".
+      const auto before = [this, &n_records] {
+        return n_records() +
+               (records_read_ + unknown_skipped_ == 1 ? " before it is complete" : " before it are complete");
+      };
       if (left == 0 || (left < sizeof(RecordFrame) && zeros_from(at))) {
         return finish(LogEndKind::kTornTail, at,
                       "the log ends " + at_offset(at) +
                           " without an end marker (the writer was killed or crashed, "
                           "or the file was cut); the " +
-                          records() + " records before it are complete");
+                          before());
       }
       if (left < sizeof(RecordFrame)) {
-        return finish(LogEndKind::kTornTail, at,
-                      "the record " + at_offset(at) + " is cut short (" + std::to_string(left) + " bytes left); the " +
-                          records() + " records before it are complete");
+        return finish(
+            LogEndKind::kTornTail, at,
+            "the record " + at_offset(at) + " is cut short (" + std::to_string(left) + " bytes left); the " + before());
       }
       const auto frame = load<RecordFrame>(data_ + at);
       if (frame.length == 0) {
@@ -213,14 +230,14 @@ bool LogReader::next(LogRecord& record) noexcept {
                         "the log ends " + at_offset(at) +
                             " without an end marker (the writer was killed or crashed); "
                             "the " +
-                            records() + " records before it are complete");
+                            before());
         }
         if (data_end - at <= kMaxRecordBytes) {
           return finish(LogEndKind::kTornTail, at,
                         "the log ends " + at_offset(at) +
                             " with an unfinished record and no end marker (the writer "
                             "was killed or crashed while writing it); the " +
-                            records() + " records before it are complete");
+                            before());
         }
         return finish(LogEndKind::kCorrupt, at, "corrupt record " + at_offset(at) + ": zero length, data after it");
       }
@@ -232,7 +249,7 @@ bool LogReader::next(LogRecord& record) noexcept {
       if (frame.length > left) {
         return finish(LogEndKind::kTornTail, at,
                       "the record " + at_offset(at) + " is cut short (length " + std::to_string(frame.length) + ", " +
-                          std::to_string(left) + " bytes left); the " + records() + " records before it are complete");
+                          std::to_string(left) + " bytes left); the " + before());
       }
       const std::byte* payload = data_ + at + sizeof(RecordFrame);
       const std::uint64_t payload_bytes = frame.length - sizeof(RecordFrame);
@@ -242,7 +259,7 @@ bool LogReader::next(LogRecord& record) noexcept {
                         "the last record, " + at_offset(at) +
                             ", fails its checksum with nothing after it (a torn "
                             "write); the " +
-                            records() + " records before it are complete");
+                            before());
         }
         return finish(LogEndKind::kCorrupt, at, "corrupt record " + at_offset(at) + ": checksum mismatch");
       }
@@ -294,8 +311,8 @@ bool LogReader::next(LogRecord& record) noexcept {
               fields.reason, fields.error_number,
               std::string_view(reinterpret_cast<const char*>(payload + sizeof(fields)), fields.text_bytes)};
           return finish(LogEndKind::kTruncated, at,
-                        "the log was truncated " + at_offset(at) + " after " + records() +
-                            " records: " + std::string(end_.truncation.text));
+                        "the log was truncated " + at_offset(at) + " after " + n_records() + ": " +
+                            std::string(end_.truncation.text));
         }
         case RecordType::kEnd: {
           if (payload_bytes < sizeof(EndRecord)) {
@@ -308,7 +325,7 @@ bool LogReader::next(LogRecord& record) noexcept {
                               std::to_string(end_.end_marker.records_written) + " records, but " + records() +
                               " were read");
           }
-          return finish(LogEndKind::kClosed, at, "the log was closed cleanly after " + records() + " records");
+          return finish(LogEndKind::kClosed, at, "the log was closed cleanly after " + n_records());
         }
         default:
           ++unknown_skipped_;

@@ -206,12 +206,22 @@ bool RecordWriter::write_header(const LogHeader& header) noexcept {
     stopped_ = true;
     return false;
   }
-  const std::uint64_t capacity =
+  const std::uint64_t minimal = round_up(bytes + kMarkerReserve, page);
+  std::uint64_t capacity =
       std::min(round_up(std::max(options_.initial_bytes, bytes + kMarkerReserve), page), limit / page * page);
-  if (const int error = posix_fallocate(fd_, 0, static_cast<off_t>(capacity)); error != 0) {
-    stop_reason_ = "cannot reserve " + std::to_string(capacity) + " bytes: " + error_text(error);
-    stopped_ = true;
-    return false;
+  if (int error = posix_fallocate(fd_, 0, static_cast<off_t>(capacity)); error != 0) {
+    // RATIONALE: as grow() does, a nearly full disk still takes what fits: the header and the marker reserve. The
+    // first record that does not fit then ends the log with a truncation marker (and the job's one warning), rather
+    // than the rank leaving no log at all.
+    if (minimal < capacity && posix_fallocate(fd_, 0, static_cast<off_t>(minimal)) == 0) {
+      capacity = minimal;
+      error = 0;
+    }
+    if (error != 0) {
+      stop_reason_ = "cannot reserve " + std::to_string(minimal) + " bytes: " + error_text(error);
+      stopped_ = true;
+      return false;
+    }
   }
   void* map = mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
   if (map == MAP_FAILED) {
@@ -348,7 +358,12 @@ void RecordWriter::stop_with_error(int error_number, std::string_view what) noex
                     static_cast<int>(what.size()), what.data(), path_.c_str(),
                     static_cast<unsigned long long>(capacity_), strerror_r(error_number, reason.data(), reason.size()));
   const std::size_t text_bytes = std::min(printed > 0 ? static_cast<std::size_t>(printed) : 0, kMaxStopTextBytes);
-  const TruncationFields fields{reason_of(error_number), error_number, static_cast<std::uint32_t>(text_bytes), 0};
+  put_truncation_marker(reason_of(error_number), error_number, std::string_view(text.data(), text_bytes));
+}
+
+void RecordWriter::put_truncation_marker(TruncationReason reason, int error_number, std::string_view text) noexcept {
+  const std::size_t text_bytes = std::min(text.size(), kMaxStopTextBytes);
+  const TruncationFields fields{reason, error_number, static_cast<std::uint32_t>(text_bytes), 0};
   const auto length =
       static_cast<std::uint32_t>(round_up(sizeof(RecordFrame) + sizeof(fields) + text_bytes, kRecordAlignment));
   // The text goes in as one more "array"; put_record zero-pads it to the record's length. It fits:
@@ -363,6 +378,14 @@ void RecordWriter::stop_with_error(int error_number, std::string_view what) noex
     // The marker in the log says it all; the in-memory copy is a convenience.
   }
   stopped_.store(true, std::memory_order_release);
+}
+
+void RecordWriter::stop_early(std::string_view why) noexcept {
+  if (detached_.load(std::memory_order_acquire)) return;
+  std::lock_guard lock(mutex_);
+  if (closed_ || map_ == nullptr || stopped_.load(std::memory_order_relaxed)) return;
+  put_truncation_marker(TruncationReason::kTracerStopped, 0, why);
+  stop_reported_ = true;  // the caller reports its own failure
 }
 
 void RecordWriter::report_stop() noexcept {

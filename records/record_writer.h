@@ -103,6 +103,12 @@ class RecordWriter {
   // it. Later appends return kStopped. Idempotent; the destructor calls it.
   void close() noexcept;
 
+  // Stops tracing for a failure outside the writer (the shim ran out of memory, or device fingerprints never
+  // completed): ends the log with a truncation marker of reason kTracerStopped whose text is `why` (cut to fit), so
+  // that readers know records are missing; later appends return kStopped and close() writes no end marker. Does not
+  // call on_stop (the caller reports its own failure). Does nothing once stopped, closed or detached. Thread-safe.
+  void stop_early(std::string_view why) noexcept;
+
   // For a fork()ed child: forgets the log without writing to it or taking the lock (the parent still owns it).
   void detach_after_fork() noexcept;
 
@@ -133,6 +139,9 @@ class RecordWriter {
   int grow(std::uint64_t needed) noexcept;
   // Writes the truncation marker, records the reason and marks the writer stopped. Caller holds mutex_.
   void stop_with_error(int error_number, std::string_view what) noexcept;
+  // Writes a truncation marker with this reason, errno and text, keeps the text as stop_reason() and marks the writer
+  // stopped. Caller holds mutex_.
+  void put_truncation_marker(TruncationReason reason, int error_number, std::string_view text) noexcept;
   // Gives the pages of published records back to the kernel (see kReleaseStepBytes). Caller holds mutex_.
   void release_written_pages() noexcept;
   // Maps the pages from the write position up to end plus populate_ahead_bytes (within capacity_). Caller holds

@@ -18,10 +18,11 @@ case "$kind" in
     cmake --preset tsan >/dev/null
     # The threaded targets and the tests of their threads; nothing single-threaded is worth TSan's slowdown.
     cmake --build --preset tsan -j "$jobs" --target test_records test_hostnccl_collectives test_hostnccl_p2p \
-      test_hostnccl_api test_hostnccl_failures test_hostnccl_nonblocking test_shim_trace test_faults detnccl trace_job trace_threads_job \
-      test_faults_job hostnccl-run detnccl-cli
+      test_hostnccl_api test_hostnccl_failures test_hostnccl_nonblocking test_shim_trace test_shim_process test_faults detnccl \
+      trace_job trace_threads_job test_faults_job shim_process_job hostnccl-run detnccl-cli
     # Parameterised tests are named "Ranks/Suite.Test/N": match the suite after the start or a slash.
-    tests='(^|/)(RecordWriter\.|LogReader\.|Hostnccl|ShimTrace\.|ShimTraceThreads\.|ShimDeterministic\.NonBlocking|FaultThreads\.|'
+    tests='(^|/)(RecordWriter\.|LogReader\.|Hostnccl|ShimTrace\.|ShimTraceThreads\.|ShimTraceLateCommunicator\.|'
+    tests+='ShimDeterministic\.NonBlocking|ShimFork\.|ShimTracerStop\.|FaultThreads\.|'
     tests+='FaultKilledRank\.|FaultDiskFull\.)|^hostnccl_leaves_no_shared_memory$'
     ctest --preset tsan -j "$jobs" --timeout 900 -R "$tests"
     ;;

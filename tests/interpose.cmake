@@ -41,7 +41,19 @@ if(TARGET hostnccl AND TARGET hostnccl-run)
     DETNCCL_API_TOUR_JOB="$<TARGET_FILE:api_tour_job>"
     DETNCCL_HOSTNCCL_LIBRARY="$<TARGET_FILE:hostnccl>" DETNCCL_STEP_HELPER_JOB="${CMAKE_CURRENT_SOURCE_DIR}/step_helper_job.py"
     DETNCCL_PYTHON_HELPER_DIR="${PROJECT_SOURCE_DIR}/interpose/python")
-  add_dependencies(test_shim_trace detnccl trace_job trace_threads_job api_tour_job hostnccl-run)
+  add_dependencies(test_shim_trace detnccl trace_job trace_threads_job api_tour_job hostnccl-run detnccl-cli)
+  target_compile_definitions(test_shim_trace PRIVATE DETNCCL_CLI="$<TARGET_FILE:detnccl-cli>")
   gtest_discover_tests(test_shim_trace DISCOVERY_TIMEOUT 30
+                       PROPERTIES TIMEOUT 300 RESOURCE_LOCK hostnccl_shm FIXTURES_REQUIRED hostnccl_suite)
+
+  # The shim over a process's life: fork() and the tracer's own failures (test_shim_process.cc).
+  add_executable(shim_process_job shim_process_job.cc)
+  target_link_libraries(shim_process_job PRIVATE detnccl_abi detnccl_options detnccl_bootstrap hostnccl ${CMAKE_DL_LIBS})
+  add_executable(test_shim_process test_shim_process.cc)
+  target_link_libraries(test_shim_process PRIVATE detnccl_records detnccl_options GTest::gtest_main)
+  target_compile_definitions(test_shim_process PRIVATE
+    DETNCCL_SHIM_PATH="$<TARGET_FILE:detnccl>" DETNCCL_SHIM_PROCESS_JOB="$<TARGET_FILE:shim_process_job>")
+  add_dependencies(test_shim_process detnccl shim_process_job)
+  gtest_discover_tests(test_shim_process DISCOVERY_TIMEOUT 30
                        PROPERTIES TIMEOUT 300 RESOURCE_LOCK hostnccl_shm FIXTURES_REQUIRED hostnccl_suite)
 endif()

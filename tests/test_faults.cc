@@ -521,4 +521,24 @@ TEST(FaultReaderMemory, ReadingALongLogKeepsBoundedMemory) {
   EXPECT_LT(peak - std::min(peak, before), 16u << 20) << "resident file bytes grew by " << (peak - before);
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// A disk that is nearly full when the job starts
+
+TEST(FaultDiskFull, LessFreeSpaceThanTheFirstReservationStillLeavesALogMarkedTruncated) {
+  // The log starts at 1 MiB; with 256 KiB free, the writer takes what fits (header and marker reserve) and grows
+  // until the disk is full, instead of leaving no log at all.
+  TempDir scratch("detnccl-faults");
+  const std::string mount_point = scratch / "tmpfs";
+  fs::create_directory(mount_point);
+  if (geteuid() != 0 || mount("tmpfs", mount_point.c_str(), "tmpfs", 0, "size=256k") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs (needs root): RecordWriter.ANearlyFullDiskStillGetsALogThatEndsTruncated "
+                    "covers the writer with a seccomp filter";
+  }
+  constexpr int kCalls = 6000;  // x 2 ranks x 128 bytes: more than 256 KiB
+  const ProcessOutcome job = threads_job(scratch, {"DETNCCL_DIR=" + mount_point, "DETNCCL_RUN=full"}, 2, kCalls, 64);
+  EXPECT_EQ(job.output.find("cannot write the header"), std::string::npos) << job.output;
+  expect_truncated_but_completed(job, mount_point + "/full", detnccl::records::TruncationReason::kDiskFull, kCalls);
+  umount2(mount_point.c_str(), MNT_DETACH);
+}
+
 }  // namespace

@@ -1,6 +1,6 @@
-// hostnccl's non-blocking communicators (ncclConfig_t.blocking = 0): calls return ncclInProgress, the operations
-// complete on a background thread, ncclCommGetAsyncError reports ncclInProgress until then and the group's result
-// after; a call made before completion is refused; a group may not mix blocking and non-blocking communicators.
+// hostnccl's non-blocking communicators (ncclConfig_t.blocking = 0): the init and calls return ncclInProgress, the
+// operations complete on a background thread, ncclCommGetAsyncError reports ncclInProgress until then and the group's
+// result after; a call made before completion is refused; a group may not mix blocking and non-blocking communicators.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -16,12 +16,6 @@ namespace {
 using hostnccl_test::fork_ranks;
 using hostnccl_test::RankCheck;
 
-ncclResult_t init_non_blocking(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank) {
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;
-  return ncclCommInitRankConfig(comm, nranks, id, rank, &config);
-}
-
 // Polls ncclCommGetAsyncError until the state is no longer ncclInProgress; returns that state.
 ncclResult_t wait_for(ncclComm_t comm, RankCheck& check) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -31,6 +25,89 @@ ncclResult_t wait_for(ncclComm_t comm, RankCheck& check) {
     if (state == ncclInProgress) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
   return state;
+}
+
+ncclResult_t start_non_blocking_init(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  return ncclCommInitRankConfig(comm, nranks, id, rank, &config);
+}
+
+// Creates a non-blocking communicator and waits until it is ready: its init returns ncclInProgress and completes in
+// the background. Returns the state it settled in (ncclSuccess when ready).
+ncclResult_t init_non_blocking(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank) {
+  RankCheck check(rank);
+  const ncclResult_t issued = start_non_blocking_init(comm, nranks, id, rank);
+  if (!check.expect(issued == ncclInProgress, "ncclCommInitRankConfig returned %d, expected ncclInProgress",
+                    static_cast<int>(issued))) {
+    return issued == ncclSuccess ? ncclInternalError : issued;
+  }
+  return wait_for(*comm, check);
+}
+
+// The init of a non-blocking communicator returns ncclInProgress and completes in the background, as NCCL's does.
+// Until then the communicator refuses calls, and its queries fail the way NCCL's do (ncclInvalidArgument, with NCCL's
+// text as the last error); afterwards it works and the queries answer.
+TEST(HostncclNonBlocking, InitReturnsInProgressAndQueriesFailUntilItCompletes) {
+  constexpr int kRanks = 2;
+  const auto result = fork_ranks(kRanks, [&](int rank, const ncclUniqueId& id) {
+    RankCheck check(rank);
+    // Rank 0's init cannot complete before rank 1 joins, half a second later.
+    if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    ncclComm_t comm = nullptr;
+    const ncclResult_t issued = start_non_blocking_init(&comm, kRanks, id, rank);
+    check.expect(issued == ncclInProgress, "init returned %d, expected ncclInProgress", static_cast<int>(issued));
+    check.expect(comm != nullptr, "no communicator handle while the init is in progress");
+    if (comm == nullptr) return 1;
+    if (rank == 0) {
+      ncclResult_t state = ncclSuccess;
+      check.ok(ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError");
+      check.expect(state == ncclInProgress, "async error %d before rank 1 joined", static_cast<int>(state));
+      int count = -1, user_rank = -1, device = -1;
+      check.expect(ncclCommCount(comm, &count) == ncclInvalidArgument, "ncclCommCount answered %d early", count);
+      const std::string why = ncclGetLastError(comm);
+      check.expect(why.find("before the previous operation returned ncclSuccess") != std::string::npos,
+                   "last error: %s", why.c_str());
+      check.expect(ncclCommUserRank(comm, &user_rank) == ncclInvalidArgument, "ncclCommUserRank answered early");
+      check.expect(ncclCommCuDevice(comm, &device) == ncclInvalidArgument, "ncclCommCuDevice answered early");
+      check.expect(count == -1 && user_rank == -1 && device == -1, "a refused query wrote its output");
+      float value = 1;
+      check.expect(ncclAllReduce(&value, &value, 1, ncclFloat32, ncclSum, comm, nullptr) == ncclInvalidUsage,
+                   "a call during the init was not refused");
+    }
+    check.expect(wait_for(comm, check) == ncclSuccess, "the init did not complete");
+    int count = -1, user_rank = -1;
+    check.ok(ncclCommCount(comm, &count), "ncclCommCount");
+    check.ok(ncclCommUserRank(comm, &user_rank), "ncclCommUserRank");
+    check.expect(count == kRanks && user_rank == rank, "ready: count %d rank %d", count, user_rank);
+    float value = static_cast<float>(rank + 1);
+    check.expect(ncclAllReduce(&value, &value, 1, ncclFloat32, ncclSum, comm, nullptr) == ncclInProgress,
+                 "AllReduce did not return ncclInProgress");
+    check.expect(wait_for(comm, check) == ncclSuccess, "the AllReduce did not complete");
+    check.expect(value == 3.0f, "AllReduce gave %g, expected 3", static_cast<double>(value));
+    check.ok(ncclCommDestroy(comm), "ncclCommDestroy");
+    return check.failures() == 0 ? 0 : 1;
+  });
+  EXPECT_TRUE(result.all_ok());
+}
+
+// An init inside a group is created at the outermost ncclGroupEnd (as in NCCL): before that its queries fail, without
+// failing the group.
+TEST(HostncclNonBlocking, AnInitInsideAGroupCannotBeQueriedBeforeGroupEnd) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t comm = nullptr;
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  ASSERT_EQ(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
+  ASSERT_NE(comm, nullptr);
+  int count = -1;
+  EXPECT_EQ(ncclCommCount(comm, &count), ncclInvalidArgument);
+  EXPECT_NE(std::string(ncclGetLastError(comm)).find("outermost ncclGroupEnd"), std::string::npos)
+      << ncclGetLastError(comm);
+  EXPECT_EQ(ncclGroupEnd(), ncclSuccess) << "a refused query does not fail the group";
+  EXPECT_EQ(ncclCommCount(comm, &count), ncclSuccess);
+  EXPECT_EQ(count, 1);
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
 }
 
 TEST(HostncclNonBlocking, AllReduceReturnsInProgressAndCompletesWhenPolled) {
@@ -121,7 +198,10 @@ TEST(HostncclNonBlocking, PeerDeathIsReportedThroughTheAsyncError) {
     RankCheck check(rank);
     ncclComm_t comm = nullptr;
     if (!check.ok(init_non_blocking(&comm, kRanks, id, rank), "ncclCommInitRankConfig")) return 1;
-    if (rank == 1) _exit(0);  // leaves without taking part
+    if (rank == 1) {  // leaves without taking part (destroying it joins the init's finished background thread)
+      ncclCommDestroy(comm);
+      _exit(0);
+    }
     double value = 1;
     check.expect(ncclAllReduce(&value, &value, 1, ncclFloat64, ncclSum, comm, nullptr) == ncclInProgress,
                  "AllReduce did not return ncclInProgress");

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -573,6 +574,114 @@ TEST(RecordWriter, FileSizeLimitStopsTracingButNotTheCaller) {
   EXPECT_NE(log.end.message.find("truncated"), std::string::npos);
 }
 
+#if defined(__x86_64__) || defined(__aarch64__)
+// Makes this process's file system look nearly full, for the writer's posix_fallocate: a fallocate of more than
+// max_bytes at once, or starting at or beyond free_bytes, fails with ENOSPC (as a disk with about free_bytes left
+// does); everything else runs as usual.
+bool install_nearly_full_disk(std::uint32_t max_bytes, std::uint32_t free_bytes) {
+  constexpr std::uint32_t kLow = 0;   // offset of a u64 argument's low word (little-endian)
+  constexpr std::uint32_t kHigh = 4;  // and of its high word
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_fallocate, 0, 8),                     // not fallocate: allow
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[3]) + kHigh),  // length >= 4 GiB
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 7),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[3]) + kLow),  // length > max_bytes
+      BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, max_bytes, 5, 0),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[2]) + kHigh),  // offset >= 4 GiB
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 3),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[2]) + kLow),  // offset >= free_bytes
+      BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, free_bytes, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSPC),
+  };
+  const sock_fprog program{static_cast<unsigned short>(std::size(filter)), filter};
+  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program, 0, 0) == 0;
+}
+
+TEST(RecordWriter, ANearlyFullDiskStillGetsALogThatEndsTruncated) {
+  // Less free space than the 1 MiB the log starts with: the writer takes what fits, as it does when growing, so the
+  // log holds the header and every call that fit, then a truncation marker saying the disk is full.
+  constexpr std::uint32_t kFree = 192 << 10;
+  TempDir dir;
+  const LogLocation location{dir.path(), "nearly-full", rank_log_file_name(0)};
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(report[0]);
+    if (!install_nearly_full_disk(64 << 10, kFree)) _exit(2);
+    std::atomic<int> reports{0};
+    WriterOptions options;  // the default initial size: 1 MiB
+    options.on_stop = [&reports](std::string_view message) {
+      reports += message.find("No space left on device") != std::string_view::npos ? 1 : 100;
+    };
+    CreatedWriter created = RecordWriter::create(location, make_header(0), options);
+    if (!created.writer) _exit(3);
+    if (created.writer->append(make_communicator(0)) != AppendStatus::kOk) _exit(4);
+    std::uint64_t written = 0;
+    for (std::uint64_t i = 0; i < 100000; ++i) {
+      CallArrays arrays;
+      if (created.writer->append(make_call(i, arrays)) != AppendStatus::kOk) break;
+      ++written;
+    }
+    if (!created.writer->stopped() || reports.load() != 1) _exit(5);
+    created.writer->close();
+    if (write(report[1], &written, sizeof(written)) != sizeof(written)) _exit(6);
+    _exit(0);
+  }
+  close(report[1]);
+  std::uint64_t written = 0;
+  const ssize_t got = read(report[0], &written, sizeof(written));
+  close(report[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the writer child died of signal " << WTERMSIG(status);
+  if (WEXITSTATUS(status) == 2) GTEST_SKIP() << "cannot install a seccomp filter here";
+  ASSERT_EQ(WEXITSTATUS(status), 0) << "the child's checks failed (see the exit codes in the test)";
+  ASSERT_EQ(got, static_cast<ssize_t>(sizeof(written)));
+  EXPECT_GT(written, 100u) << "the log took what fit";
+
+  const std::string path = location.dir + "/nearly-full/" + location.file_name;
+  EXPECT_LE(fs::file_size(path), kFree + (64 << 10));
+  OpenedLog opened = LogReader::open_file(path);
+  ASSERT_TRUE(opened.reader) << opened.error;
+  EXPECT_EQ(opened.reader->header().rank, 0u);
+  const ReadLog log = read_all(*opened.reader);
+  ASSERT_EQ(log.records.size(), written + 1);
+  ASSERT_TRUE(std::holds_alternative<CommunicatorRecord>(log.records[0].record));
+  for (std::uint64_t i = 0; i < written; ++i) ASSERT_TRUE(is_call(log.records[i + 1], i));
+  EXPECT_EQ(log.end.kind, LogEndKind::kTruncated) << log.end.message;
+  EXPECT_EQ(log.end.truncation.reason, TruncationReason::kDiskFull);
+  EXPECT_EQ(log.end.truncation.error_number, ENOSPC);
+}
+
+TEST(RecordWriter, ADiskWithoutRoomForTheHeaderLeavesNoFileAndSaysWhy) {
+  // Not even the header and the truncation marker's reserve fit: no log (an empty file would block a rerun).
+  TempDir dir;
+  const LogLocation location{dir.path(), "full", rank_log_file_name(0)};
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (!install_nearly_full_disk(0, 0)) _exit(2);
+    CreatedWriter created = RecordWriter::create(location, make_header(0));
+    if (created.writer) _exit(3);
+    if (created.error.find("cannot write the header") == std::string::npos ||
+        created.error.find("No space left on device") == std::string::npos) {
+      _exit(4);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the writer child died of signal " << WTERMSIG(status);
+  if (WEXITSTATUS(status) == 2) GTEST_SKIP() << "cannot install a seccomp filter here";
+  ASSERT_EQ(WEXITSTATUS(status), 0) << "the child's checks failed (see the exit codes in the test)";
+  EXPECT_FALSE(fs::exists(location.dir + "/full/" + location.file_name));
+}
+#endif
+
 TEST(RecordWriter, ThreadedAppendsAreAllRecoveredIntact) {
   TempDir dir;
   const LogLocation location{dir.path(), "threads", rank_log_file_name(0)};
@@ -917,6 +1026,80 @@ TEST(LogFormatDocs, LogFormatMdDescribesThisVersion) {
     const std::string row = "| " + std::to_string(op) + " | " + std::string(op_name(static_cast<OpId>(op))) + " |";
     EXPECT_NE(docs.find(row), std::string::npos) << "missing op table row: " << row;
   }
+}
+
+// A FIFO (or any file that is not a regular file) named like a log is refused at once, never waited on: opening a
+// FIFO for reading blocks until a writer comes. Should the open block anyway, the test opens the write end itself
+// (which releases the reader) and fails, rather than hanging.
+TEST(LogReader, AFifoIsRefusedWithoutBlocking) {
+  TempDir dir;
+  const std::string fifo = dir.path() + "/" + rank_log_file_name(2);
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  std::atomic<bool> returned{false};
+  std::string error;
+  std::thread opener([&] {
+    error = LogReader::open_file(fifo).error;
+    returned = true;
+  });
+  for (int i = 0; i < 500 && !returned; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const bool in_time = returned;
+  int writer = -1;
+  if (!in_time) writer = open(fifo.c_str(), O_WRONLY | O_NONBLOCK);  // releases the blocked open
+  opener.join();
+  if (writer >= 0) close(writer);
+  EXPECT_TRUE(in_time) << "opening a FIFO named like a log blocked";
+  EXPECT_NE(error.find("not a regular file"), std::string::npos) << error;
+}
+
+// docs/log-format.md: a reader refuses a header whose strings do not add up. A string count that cannot fit in the
+// header (each string takes at least its 4-byte length) is such a header, even with a valid checksum.
+TEST(LogReader, AStringCountThatDoesNotFitTheHeaderIsRefused) {
+  TempDir dir;
+  const std::vector<std::byte> good = file_bytes(write_small_log(dir, 2));
+  FileHeaderFixed fixed;
+  std::memcpy(&fixed, good.data(), sizeof(fixed));
+  const auto with_count = [&](std::uint32_t count) {
+    std::vector<std::byte> bytes = good;
+    std::memcpy(bytes.data() + offsetof(FileHeaderFixed, string_count), &count, 4);
+    const std::uint64_t checksum = header_checksum(bytes.data(), fixed.header_bytes - 8);
+    std::memcpy(bytes.data() + fixed.header_bytes - 8, &checksum, 8);
+    return bytes;
+  };
+  ASSERT_TRUE(LogReader::from_bytes(with_count(kHeaderStringCount)).reader) << "the re-checksummed original reads";
+  // After the five strings come at most 7 bytes of zero padding: room for room / 4 more (empty) strings, no more.
+  std::uint64_t strings_bytes = 0;
+  for (std::uint64_t offset = sizeof(FileHeaderFixed), i = 0; i < kHeaderStringCount; ++i) {
+    std::uint32_t length = 0;
+    std::memcpy(&length, good.data() + offset, 4);
+    offset += 4 + length;
+    strings_bytes = offset;
+  }
+  const std::uint64_t room = fixed.header_bytes - 8 - strings_bytes;
+  const auto too_many = static_cast<std::uint32_t>(kHeaderStringCount + room / 4 + 1);
+  for (const std::uint32_t count : {too_many, 1000000u, 0xFFFFFFFFu}) {
+    const OpenedLog opened = LogReader::from_bytes(with_count(count));
+    EXPECT_FALSE(opened.reader) << "string_count " << count << " in a " << fixed.header_bytes << "-byte header";
+    EXPECT_NE(opened.error.find("strings"), std::string::npos) << opened.error;
+  }
+}
+
+// Messages count records in good English: "the 1 record before it is complete".
+TEST(LogReader, EndMessagesSayRecordOrRecords) {
+  TempDir dir;
+  const std::string path = write_small_log(dir, 0);  // two communicator records
+  std::vector<std::byte> bytes = file_bytes(path);
+  OpenedLog opened = LogReader::from_bytes(bytes);
+  ASSERT_TRUE(opened.reader);
+  const ReadLog log = read_all(*opened.reader);
+  ASSERT_EQ(log.records.size(), 2u);
+  EXPECT_NE(log.end.message.find("after 2 records"), std::string::npos) << log.end.message;
+  // Cut just after the first record: a torn tail with one complete record before it.
+  bytes.resize(log.records[1].offset);
+  OpenedLog cut = LogReader::from_bytes(bytes);
+  ASSERT_TRUE(cut.reader);
+  const ReadLog torn = read_all(*cut.reader);
+  ASSERT_EQ(torn.end.kind, LogEndKind::kTornTail) << torn.end.message;
+  EXPECT_NE(torn.end.message.find("the 1 record before it is complete"), std::string::npos) << torn.end.message;
 }
 
 }  // namespace

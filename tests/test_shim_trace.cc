@@ -76,7 +76,10 @@ uint64_t fingerprint_of(const std::vector<std::byte>& bytes) {
 }
 
 // Checks one rank's log against the script: metadata of every call, and every fingerprint the window selected.
-void check_against_script(const RankLog& log, int rank, int nranks, int steps, bool fingerprints_expected) {
+// `non_blocking`: calls of a non-blocking communicator whose outputs are not fingerprinted keep the result the call
+// returned, ncclInProgress.
+void check_against_script(const RankLog& log, int rank, int nranks, int steps, bool fingerprints_expected,
+                          bool non_blocking = false) {
   ASSERT_EQ(log.communicators.size(), 1u);
   EXPECT_EQ(log.communicators[0].nranks, static_cast<uint32_t>(nranks));
   EXPECT_EQ(log.communicators[0].rank, static_cast<uint32_t>(rank));
@@ -102,7 +105,11 @@ void check_against_script(const RankLog& log, int rank, int nranks, int steps, b
       EXPECT_EQ(call.datatype, static_cast<uint16_t>(expected.datatype));
       EXPECT_EQ(call.redop, expected.has_redop ? static_cast<int32_t>(expected.redop) : -1);
       EXPECT_EQ(call.peer, expected.peer);
-      EXPECT_EQ(call.result, 0);
+      if (non_blocking && call.result == ncclInProgress) {
+        EXPECT_FALSE(call.flags & detnccl::records::kCallOutputFingerprint) << "fingerprinted once settled";
+      } else {
+        EXPECT_EQ(call.result, 0);
+      }
       EXPECT_EQ((call.flags & detnccl::records::kCallInPlace) != 0, expected.in_place);
       if (expected.grouped) {
         EXPECT_NE(call.group_id, 0u);
@@ -375,6 +382,40 @@ TEST(ShimDeterministic, CallsNcclRefusesGoToNcclUnchanged) {
   }
 }
 
+TEST(ShimDeterministic, AReductionOnACommunicatorNotCreatedYetIsRefusedAsNcclDoes) {
+  // An AllReduce inside the group that creates its communicator: NCCL refuses it (ncclCommEnsureReady:
+  // ncclInvalidArgument). hostnccl would queue it, and deterministic mode must neither run it through NCCL (not
+  // deterministic) nor fake a success.
+  const CommandResult job =
+      run_traced_job(2, "DETNCCL_DETERMINISTIC=1", "--steps 1 --group-init --reduce-in-init-group");
+  EXPECT_EQ(job.exit_code, 0) << job.output;
+  const std::string refused = "AllReduce inside the creating group returned " + std::to_string(ncclInvalidArgument);
+  EXPECT_NE(job.output.find("[rank 0] " + refused), std::string::npos) << job.output;
+  EXPECT_NE(job.output.find("[rank 1] " + refused), std::string::npos) << job.output;
+}
+
+TEST(ShimDeterministic, OneThreadDrivingSeveralRanksOfACommunicatorInAGroupIsRecognised) {
+  // ncclCommInitAll, then one group per call with an AllReduce on every rank from the main thread. Deterministic
+  // reductions deferred to ncclGroupEnd run one communicator after another, so the first would wait for ranks the
+  // same thread has not driven yet: =1 stops the job naming the pattern, =warn hands them to NCCL (right sums).
+  const auto one_thread = [](const std::string& mode) {
+    return run("env HOSTNCCL_TIMEOUT_S=10 " + mode +
+               " LD_PRELOAD=" DETNCCL_SHIM_PATH " timeout 60 " DETNCCL_THREADS_JOB " 3 4 --one-thread");
+  };
+  const CommandResult stopped = one_thread("DETNCCL_DETERMINISTIC=1");
+  EXPECT_EQ(stopped.exit_code, 78) << stopped.output;
+  EXPECT_NE(stopped.output.find("two ranks of one communicator"), std::string::npos) << stopped.output;
+  const CommandResult warned = one_thread("DETNCCL_DETERMINISTIC=warn");
+  EXPECT_EQ(warned.exit_code, 0) << warned.output;
+  EXPECT_NE(warned.output.find("NOT deterministic"), std::string::npos) << warned.output;
+  EXPECT_NE(warned.output.find("every output as expected"), std::string::npos) << warned.output;
+  // One thread per rank of the same ncclCommInitAll, each grouping its own calls, is not that pattern.
+  const CommandResult threads = run("env HOSTNCCL_TIMEOUT_S=10 DETNCCL_DETERMINISTIC=1 LD_PRELOAD=" DETNCCL_SHIM_PATH
+                                    " timeout 60 " DETNCCL_THREADS_JOB " 3 6");
+  EXPECT_EQ(threads.exit_code, 0) << threads.output;
+  EXPECT_EQ(threads.output.find("cannot honour"), std::string::npos) << threads.output;
+}
+
 // Non-blocking communicators (ncclConfig_t.blocking = 0): hostnccl then returns ncclInProgress and moves the data on
 // a background thread, like NCCL's own. Deterministic mode waits for each exchange, and the tracer fingerprints
 // outputs only once the call is enqueued, so a non-blocking run records the blocking run's bits.
@@ -410,6 +451,46 @@ TEST(ShimTrace, NonBlockingCallsAreFingerprintedOnceEnqueued) {
   ASSERT_EQ(blocking.size(), static_cast<std::size_t>(kRanks * 4 * 2));
   EXPECT_EQ(blocking, allreduce_outputs(dir.path(), "nonblocking", kRanks, false));
 }
+
+// A communicator NCCL finishes creating only later — a non-blocking one (its init returns ncclInProgress and
+// completes in the background) or one created inside a group (at the outermost ncclGroupEnd) — cannot be queried
+// before: NCCL 2.28 (and hostnccl, which copies it) then fails ncclCommCount / UserRank / CuDevice and sets its last
+// error. The shim records such a communicator once it is ready, with its real size and rank, so that per-rank blocks
+// are fingerprinted whole and `detnccl check` finds the run consistent; and its queries never fail.
+class ShimTraceLateCommunicator : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ShimTraceLateCommunicator, IsRecordedOnceReadyWithItsSizeAndRank) {
+  constexpr int kRanks = 3, kSteps = 2;
+  const std::string how = GetParam();
+  TempDir dir;
+  const CommandResult job = run_traced_job(
+      kRanks, "NCCL_DEBUG=WARN HOSTNCCL_REDUCE_ORDER=rank DETNCCL_DIR=" + dir.path() + " DETNCCL_RUN=late",
+      "--steps " + std::to_string(kSteps) + " " + how);
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_EQ(job.output.find("hostnccl WARN"), std::string::npos) << "no query failed:\n" << job.output;
+  EXPECT_EQ(job.output.find("not traced"), std::string::npos) << job.output;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    const RankLog log = read_log(rank_log(dir.path(), "late", rank));
+    check_against_script(log, rank, kRanks, kSteps, /*fingerprints_expected=*/true,
+                         how.find("--nonblocking") != std::string::npos);
+    if (!log.communicators.empty()) {
+      EXPECT_EQ(log.communicators[0].device, rank) << "ncclCommCuDevice answered (hostnccl-run sets LOCAL_RANK)";
+    }
+  }
+  const CommandResult check = run(DETNCCL_CLI " check " + dir.path() + "/late");
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_NE(check.output.find("CONSISTENT"), std::string::npos) << check.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Creation, ShimTraceLateCommunicator,
+                         ::testing::Values("--nonblocking", "--group-init", "--nonblocking --group-init"),
+                         [](const ::testing::TestParamInfo<const char*>& param) {
+                           const std::string how = param.param;
+                           if (how == "--nonblocking") return std::string("NonBlockingInit");
+                           if (how == "--group-init") return std::string("InitInsideAGroup");
+                           return std::string("NonBlockingInitInsideAGroup");
+                         });
 
 // The communicator-level API through the shim: results unchanged (the job checks them), and the records say how each
 // communicator came to be, with ids equal on exactly the members of each.

@@ -10,6 +10,8 @@
 //                     bug before the step's first AllReduce would; outputs of step K are then not checked
 //   --wide-allreduce  instead of the script, one fp32 AllReduce per step of values spanning 40 orders of magnitude
 //                     (their sum depends on the order of addition); outputs are not checked
+//   --nonblocking     create the communicator with ncclConfig_t.blocking = 0 (its init may return ncclInProgress)
+//   --group-init      create the communicator inside ncclGroupStart/ncclGroupEnd (NCCL creates it at the end)
 #include <sched.h>
 #include <signal.h>
 #include <unistd.h>
@@ -92,6 +94,8 @@ int main(int argc, char** argv) {
   bool wide_grouped = false;
   bool nonblocking = false;
   bool unknown_op = false;
+  bool group_init = false;
+  bool reduce_in_init_group = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--steps" && i + 1 < argc) {
@@ -110,12 +114,17 @@ int main(int argc, char** argv) {
       wide_grouped = true;
     } else if (arg == "--nonblocking") {  // create the communicator with ncclConfig_t.blocking = 0
       nonblocking = true;
+    } else if (arg == "--group-init") {
+      group_init = true;
+    } else if (arg == "--reduce-in-init-group") {  // with --group-init: an AllReduce inside that group (printed)
+      reduce_in_init_group = true;
     } else if (arg == "--unknown-op") {  // reductions NCCL must refuse (unknown operator, datatype, root)
       unknown_op = true;
     } else {
       std::fprintf(stderr,
                    "usage: %s [--steps N] [--first-step K] [--die-at-step K] [--perturb-rank R --perturb-step K] "
-                   "[--wide-allreduce [--wide-grouped]] [--nonblocking] [--unknown-op]\n",
+                   "[--wide-allreduce [--wide-grouped]] [--nonblocking] [--group-init [--reduce-in-init-group]] "
+                   "[--unknown-op]\n",
                    argv[0]);
       return 2;
     }
@@ -126,14 +135,22 @@ int main(int argc, char** argv) {
   const auto set_step = detnccl::test::find_set_step();
 
   ncclComm_t comm = nullptr;
-  if (nonblocking) {
+  if (nonblocking || group_init) {
     ncclUniqueId id;
     if (!detnccl::test::share_job_unique_id(rank, &id)) return 1;
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
-    const ncclResult_t result = ncclCommInitRankConfig(&comm, nranks, id, rank, &config);
+    config.blocking = nonblocking ? 0 : 1;
+    if (group_init && !ok(ncclGroupStart(), "ncclGroupStart")) return 1;
+    ncclResult_t result = ncclCommInitRankConfig(&comm, nranks, id, rank, &config);
+    if (group_init && reduce_in_init_group && result == ncclSuccess) {
+      // A reduction on the communicator inside the group that creates it: NCCL refuses it (not created yet).
+      float value = 1, output = -7;
+      const ncclResult_t early = ncclAllReduce(&value, &output, 1, ncclFloat32, ncclSum, comm, nullptr);
+      std::printf("[rank %d] AllReduce inside the creating group returned %d\n", rank, static_cast<int>(early));
+    }
+    if (group_init && result == ncclSuccess) result = ncclGroupEnd();
     if (result != ncclSuccess && result != ncclInProgress) return ok(result, "ncclCommInitRankConfig") ? 0 : 1;
-    g_non_blocking_comm = comm;
+    if (nonblocking) g_non_blocking_comm = comm;
     if (!ok(result, "ncclCommInitRankConfig")) return 1;
   } else if ((comm = detnccl::test::init_job_communicator(job)) == nullptr) {
     return 1;

@@ -5,26 +5,82 @@
 // With ROUNDS (default 1), the same threads go on through ROUNDS generations of communicators: between rounds the
 // main thread destroys them all and creates new ones, which may get the destroyed ones' handles back; each call must
 // be recorded as a call of the communicator of its own round.
+//   trace_threads_job RANKS CALLS --one-thread
+// The other pattern NCCL documents: the main thread drives every rank, each call one group with an AllReduce per
+// rank (as nccl-tests -g N does).
 // Rank r's input of call c (counted within the round), element i, is the small integer (r + 3c + i) % 97; outputs are
 // sums over ranks.
 #include <barrier>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "abi/nccl_abi.h"
 
+namespace {
+
+constexpr std::size_t kCount = 513;
+
+float input(int rank, int call, std::size_t i) {
+  return static_cast<float>((rank + 3 * call + static_cast<int>(i)) % 97);
+}
+
+// Whether `out` holds the sum over ranks of call c's inputs.
+bool sums_are_right(const std::vector<float>& out, int nranks, int call) {
+  for (std::size_t i = 0; i < kCount; ++i) {
+    float expected = 0;
+    for (int q = 0; q < nranks; ++q) expected += input(q, call, i);
+    if (out[i] != expected) return false;
+  }
+  return true;
+}
+
+int one_thread(int nranks, int calls) {
+  std::vector<ncclComm_t> comms(static_cast<std::size_t>(nranks));
+  if (ncclCommInitAll(comms.data(), nranks, nullptr) != ncclSuccess) {
+    std::fprintf(stderr, "ncclCommInitAll failed: %s\n", ncclGetLastError(nullptr));
+    return 1;
+  }
+  std::vector<std::vector<float>> in(comms.size(), std::vector<float>(kCount)), out = in;
+  int failed = 0;
+  for (int c = 0; c < calls; ++c) {
+    for (int r = 0; r < nranks; ++r) {
+      for (std::size_t i = 0; i < kCount; ++i) in[static_cast<std::size_t>(r)][i] = input(r, c, i);
+    }
+    ncclGroupStart();
+    for (int r = 0; r < nranks; ++r) {
+      const auto at = static_cast<std::size_t>(r);
+      if (ncclAllReduce(in[at].data(), out[at].data(), kCount, ncclFloat32, ncclSum, comms[at], nullptr) !=
+          ncclSuccess) {
+        ++failed;
+      }
+    }
+    if (ncclGroupEnd() != ncclSuccess) ++failed;
+    for (const auto& result : out) failed += sums_are_right(result, nranks, c) ? 0 : 1;
+  }
+  for (ncclComm_t comm : comms) ncclCommDestroy(comm);
+  if (failed != 0) {
+    std::fprintf(stderr, "trace_threads_job --one-thread: %d failures\n", failed);
+    return 1;
+  }
+  std::printf("trace_threads_job --one-thread: %d ranks x %d grouped calls, every output as expected\n", nranks, calls);
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   if (argc != 3 && argc != 4) {
-    std::fprintf(stderr, "usage: %s RANKS CALLS [ROUNDS]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s RANKS CALLS [ROUNDS | --one-thread]\n", argv[0]);
     return 2;
   }
   const int nranks = std::atoi(argv[1]);
   const int calls = std::atoi(argv[2]);
+  if (argc == 4 && std::string_view(argv[3]) == "--one-thread") return one_thread(nranks, calls);
   const int rounds = argc == 4 ? std::atoi(argv[3]) : 1;
-  constexpr std::size_t kCount = 513;
   std::vector<ncclComm_t> comms(static_cast<std::size_t>(nranks));
   std::vector<int> failures(static_cast<std::size_t>(nranks), 0);
   // Twice per round: once the round's communicators exist, and once every thread is done with them.
@@ -36,7 +92,7 @@ int main(int argc, char** argv) {
       for (int round = 0; round < rounds; ++round) {
         round_step.arrive_and_wait();
         for (int c = 0; c < calls; ++c) {
-          for (std::size_t i = 0; i < kCount; ++i) in[i] = static_cast<float>((r + 3 * c + static_cast<int>(i)) % 97);
+          for (std::size_t i = 0; i < kCount; ++i) in[i] = input(r, c, i);
           // Every other call inside a group of one, to exercise the per-thread group state.
           const bool grouped = c % 2 == 1;
           if (grouped) ncclGroupStart();
@@ -44,14 +100,7 @@ int main(int argc, char** argv) {
                                                     comms[static_cast<std::size_t>(r)], nullptr);
           if (grouped) ncclGroupEnd();
           if (result != ncclSuccess) ++failures[static_cast<std::size_t>(r)];
-          for (std::size_t i = 0; i < kCount; ++i) {
-            float expected = 0;
-            for (int q = 0; q < nranks; ++q) expected += static_cast<float>((q + 3 * c + static_cast<int>(i)) % 97);
-            if (out[i] != expected) {
-              ++failures[static_cast<std::size_t>(r)];
-              break;
-            }
-          }
+          if (!sums_are_right(out, nranks, c)) ++failures[static_cast<std::size_t>(r)];
         }
         round_step.arrive_and_wait();
       }

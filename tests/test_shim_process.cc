@@ -1,0 +1,145 @@
+// The shim over a process's life: fork() and the tracer's own failures (tests/shim_process_job.cc, shim preloaded,
+// over hostnccl).
+//   - A fork()ed child never writes into its parent's log and runs none of the parent's exit work, but keeps the shim:
+//     the ranks a parent forks after making the unique id are traced into logs of their own, and deterministic.
+//   - When the tracer turns tracing off after a failure of its own (here: out of memory while tracing a group), the
+//     log ends with a truncation marker naming it, never with the normal end marker: readers know records are missing.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "records/log_reader.h"
+#include "records/record_writer.h"
+#include "tests/test_support.h"
+
+namespace {
+
+using detnccl::records::CallRecord;
+using detnccl::records::CommunicatorRecord;
+using detnccl::records::LogEndKind;
+using detnccl::records::LogReader;
+using detnccl::records::LogRecord;
+using detnccl::test::environment_with;
+using detnccl::test::occurrences;
+using detnccl::test::ProcessOutcome;
+using detnccl::test::run_process;
+using detnccl::test::TempDir;
+
+constexpr std::chrono::seconds kDeadline{120};
+
+struct Log {
+  std::vector<CommunicatorRecord> communicators;
+  std::vector<CallRecord> calls;
+  detnccl::records::LogEnd end;
+  std::unique_ptr<LogReader> reader;  // owns the memory the spans point into
+  std::string error;                  // the log could not be opened
+};
+
+Log read_log(const std::string& path) {
+  Log log;
+  auto opened = LogReader::open_file(path);
+  if (!opened.reader) {
+    log.error = opened.error;
+    return log;
+  }
+  LogRecord record;
+  while (opened.reader->next(record)) {
+    if (auto* call = std::get_if<CallRecord>(&record.record)) log.calls.push_back(*call);
+    if (auto* comm = std::get_if<CommunicatorRecord>(&record.record)) log.communicators.push_back(*comm);
+  }
+  log.end = opened.reader->end();
+  log.reader = std::move(opened.reader);
+  return log;
+}
+
+std::string rank_log(const std::string& run_dir, std::uint32_t rank) {
+  return run_dir + "/" + detnccl::records::rank_log_file_name(rank);
+}
+
+ProcessOutcome process_job(const TempDir& scratch, const std::vector<std::string>& arguments,
+                           const std::vector<std::string>& environment) {
+  std::vector<std::string> argv = {DETNCCL_SHIM_PROCESS_JOB};
+  argv.insert(argv.end(), arguments.begin(), arguments.end());
+  std::vector<std::string> extra = {"LD_PRELOAD=" DETNCCL_SHIM_PATH, "HOSTNCCL_TIMEOUT_S=30"};
+  extra.insert(extra.end(), environment.begin(), environment.end());
+  // RANK and WORLD_SIZE of an enclosing launcher would name the parent's log: the parent sets its own.
+  return run_process(argv, environment_with(extra, {"RANK", "WORLD_SIZE"}), scratch / "job-output.txt", kDeadline);
+}
+
+// A parent makes its own communicator, then the unique id, then forks the ranks (and a helper child that exits at
+// once). Each child traces its calls into a log of its own, in deterministic mode; the parent's log holds the
+// parent's calls only, and ends normally; and no child prints the parent's end-of-job warning.
+TEST(ShimFork, ChildrenOfAParentThatMadeTheIdAreTracedIntoTheirOwnLogsAndDeterministic) {
+  TempDir scratch("detnccl-process");
+  constexpr int kRanks = 3, kSteps = 4;
+  const ProcessOutcome job = process_job(
+      scratch, {"fork-ranks", std::to_string(kRanks), std::to_string(kSteps)},
+      {"DETNCCL_DIR=" + scratch.path(), "DETNCCL_RUN=fork", "DETNCCL_DETERMINISTIC=1", "DETNCCL_STEPS=0-9", "RANK=9"});
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  // The helper child never marked a step; the warning about that is the parent's, which marked one.
+  EXPECT_EQ(occurrences(job.output, "never marked a step"), 0u) << job.output;
+  EXPECT_EQ(occurrences(job.output, "warning"), 0u) << job.output;
+
+  const std::string run_dir = scratch / "fork";
+  const Log parent = read_log(rank_log(run_dir, 9));
+  ASSERT_TRUE(parent.error.empty()) << parent.error;
+  EXPECT_EQ(parent.end.kind, LogEndKind::kClosed) << parent.end.message;
+  ASSERT_EQ(parent.communicators.size(), 1u);
+  EXPECT_EQ(parent.communicators[0].nranks, 1u);
+  EXPECT_EQ(parent.calls.size(), 4u) << "the parent's own calls, before and after the fork, and nothing else";
+  for (std::size_t i = 0; i < parent.calls.size(); ++i) EXPECT_EQ(parent.calls[i].seq, i);
+
+  std::map<std::uint64_t, std::uint64_t> output_of_step;
+  for (std::uint32_t rank = 0; rank < kRanks; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    const Log child = read_log(rank_log(run_dir, rank));
+    ASSERT_TRUE(child.error.empty()) << child.error;
+    EXPECT_EQ(child.end.kind, LogEndKind::kClosed) << child.end.message;
+    ASSERT_EQ(child.communicators.size(), 1u);
+    EXPECT_EQ(child.communicators[0].ordinal, 0u) << "the child numbers its own communicators";
+    EXPECT_EQ(child.communicators[0].nranks, static_cast<std::uint32_t>(kRanks));
+    EXPECT_EQ(child.communicators[0].rank, rank);
+    EXPECT_EQ(child.communicators[0].id, read_log(rank_log(run_dir, 0)).communicators.at(0).id);
+    ASSERT_EQ(child.calls.size(), static_cast<std::size_t>(kSteps));
+    for (std::size_t i = 0; i < child.calls.size(); ++i) {
+      const CallRecord& call = child.calls[i];
+      EXPECT_EQ(call.seq, i);
+      EXPECT_EQ(call.step, i);
+      EXPECT_EQ(call.comm_ordinal, 0u);
+      EXPECT_EQ(call.op, detnccl::records::OpId::kAllReduce);
+      EXPECT_NE(call.flags & detnccl::records::kCallDeterministic, 0u) << "deterministic mode stays on in the child";
+      EXPECT_NE(call.algorithm, 0);
+      ASSERT_NE(call.flags & detnccl::records::kCallOutputFingerprint, 0u);
+      const auto [known, inserted] = output_of_step.try_emplace(call.step, call.output_fingerprint);
+      EXPECT_EQ(known->second, call.output_fingerprint) << "every rank gets the same bits";
+    }
+  }
+}
+
+// The tracer runs out of memory while tracing a group (every allocation of 64 KiB or more fails): one warning,
+// tracing stops, the job goes on with its own results, and the log ends with a truncation marker naming the failure.
+TEST(ShimTracerStop, OutOfMemoryInAGroupEndsTheLogWithATruncationMarker) {
+  TempDir scratch("detnccl-process");
+  constexpr int kCalls = 5;
+  const ProcessOutcome job = process_job(scratch, {"oom-in-group", std::to_string(kCalls)},
+                                         {"DETNCCL_DIR=" + scratch.path(), "DETNCCL_RUN=oom"});
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_EQ(occurrences(job.output, "tracing is off"), 1u) << "one warning\n" << job.output;
+  EXPECT_NE(job.output.find("out of memory while tracing a group"), std::string::npos) << job.output;
+  EXPECT_NE(job.output.find("marked truncated"), std::string::npos) << job.output;
+
+  const Log log = read_log(rank_log(scratch / "oom", 0));
+  ASSERT_TRUE(log.error.empty()) << log.error;
+  EXPECT_EQ(log.end.kind, LogEndKind::kTruncated) << "not closed: records are missing\n" << log.end.message;
+  EXPECT_EQ(log.end.truncation.reason, detnccl::records::TruncationReason::kTracerStopped);
+  EXPECT_NE(std::string(log.end.truncation.text).find("out of memory while tracing a group"), std::string::npos)
+      << log.end.truncation.text;
+  ASSERT_EQ(log.communicators.size(), 1u);
+  ASSERT_EQ(log.calls.size(), static_cast<std::size_t>(kCalls)) << "the calls before the failure, intact";
+  for (std::size_t i = 0; i < log.calls.size(); ++i) EXPECT_EQ(log.calls[i].seq, i);
+}
+
+}  // namespace
