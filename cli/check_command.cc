@@ -4,7 +4,9 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
+#include "cli/analysis/call_matching.h"
 #include "cli/analysis/run_check.h"
 #include "cli/commands.h"
 #include "cli/terminal.h"
@@ -38,13 +40,15 @@ int check_command(const CheckCommandOptions& options) {
       out["verdict"] = "unusable";
       out["error"] = result.error;
     } else {
-      out["verdict"] = result.clean() ? "consistent" : "inconsistent";
+      out["verdict"] = result.undecided() ? "undecided" : result.clean() ? "consistent" : "inconsistent";
       out["ranks"] = result.ranks;
       out["calls"] = result.calls;
       out["collectives"] = result.collectives;
       out["point_to_point_pairs"] = result.point_to_point_pairs;
       out["content_checks"] = result.content_checks;
       out["content_unchecked"] = result.content_unchecked;
+      out["truncated_ranks"] = result.truncated_ranks;
+      out["not_checked"] = result.not_checked;
       json counts = json::object();
       for (const auto& [kind, count] : result.finding_counts)
         counts[std::string(analysis::check_finding_name(kind))] = count;
@@ -62,6 +66,7 @@ int check_command(const CheckCommandOptions& options) {
       }
       out["findings"] = findings;
       out["notes"] = result.notes;
+      out["config_notes"] = result.config_notes;
     }
     std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
   }
@@ -76,7 +81,14 @@ int check_command(const CheckCommandOptions& options) {
                               " collectives and " + std::to_string(result.point_to_point_pairs) +
                               " send/recv pairs matched, " + std::to_string(result.content_checks) +
                               " content relations checked";
-    if (result.clean()) {
+    if (result.undecided()) {
+      std::cout << style.warn("UNDECIDED") << ": no inconsistency in what the ranks recorded, but the truncated log"
+                << (result.truncated_ranks.size() > 1 ? "s of ranks " : " of rank ")
+                << analysis::rank_list(result.truncated_ranks) << " hide"
+                << (result.truncated_ranks.size() > 1 ? "" : "s") << " the rest"
+                << (result.not_checked > 0 ? " (" + std::to_string(result.not_checked) + " calls not checked)" : "")
+                << "; " << scope << "\n";
+    } else if (result.clean()) {
       std::cout << style.good("CONSISTENT") << ": " << scope << "\n";
     } else {
       std::uint64_t total = 0;
@@ -101,13 +113,16 @@ int check_command(const CheckCommandOptions& options) {
         std::cout << "  ... " << result.findings.size() - shown << " more (--verbose lists all)\n";
       }
     }
-    if (!result.notes.empty()) {
+    std::vector<std::string> notes = result.notes;
+    notes.insert(notes.end(), result.config_notes.begin(), result.config_notes.end());
+    if (!notes.empty()) {
       std::cout << "\n" << style.bold("Notes") << "\n";
-      const std::size_t shown = options.verbose ? result.notes.size() : std::min<std::size_t>(result.notes.size(), 10);
-      for (std::size_t i = 0; i < shown; ++i) std::cout << "  " << result.notes[i] << "\n";
-      if (shown < result.notes.size()) std::cout << "  ... " << result.notes.size() - shown << " more\n";
+      const std::size_t shown = options.verbose ? notes.size() : std::min<std::size_t>(notes.size(), 10);
+      for (std::size_t i = 0; i < shown; ++i) std::cout << "  " << notes[i] << "\n";
+      if (shown < notes.size()) std::cout << "  ... " << notes.size() - shown << " more (--verbose lists all)\n";
     }
   }
+  if (result.undecided()) return kExitUnusable;
   return result.clean() ? kExitSame : kExitDiffers;
 }
 

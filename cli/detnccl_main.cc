@@ -3,13 +3,22 @@
 // hold (dump, stats); `detnccl fingerprint` runs detnccl-fingerprint. Exit status: 0 identical / consistent,
 // 1 diverged / inconsistent, 2 unusable input or bad arguments.
 #include <limits.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <iostream>
+#include <limits>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "cli/commands.h"
@@ -36,10 +45,62 @@ int forward_to_fingerprint(int argc, char** argv) {
   return kExitUnusable;
 }
 
+// A step number: decimal digits that fit in 64 bits. RATIONALE: CLI11 converts "-1" to an unsigned by wrapping it to
+// 2^64-1 and saturates numbers too large for 64 bits, which silently turns a typo into "compare nothing".
+const CLI::Validator kStepNumber(
+    [](std::string& text) -> std::string {
+      std::uint64_t value = 0;
+      const char* end = text.data() + text.size();
+      const auto [stop, error] = std::from_chars(text.data(), end, value);
+      if (text.empty() || stop != end || error != std::errc()) {
+        std::string message = "a step must be a whole number from 0 to ";
+        message += std::to_string(std::numeric_limits<std::uint64_t>::max());
+        message += ", not '";
+        message += text;
+        message += "'";
+        return message;
+      }
+      return {};
+    },
+    "STEP");
+
+// After a command: standard output must have been written in full (a full disk, a closed file). Returns the
+// command's status, or kExitUnusable with a message when the output was lost. RATIONALE: a reader that went away
+// (EPIPE: `detnccl dump RUN | head` with SIGPIPE ignored) is not an error worth a message; with SIGPIPE at its
+// default the process ends at the first such write anyway, as every filter does.
+// Whether standard output is a pipe or socket whose reader has gone (poll reports POLLERR for it).
+bool output_reader_gone() {
+  pollfd output{STDOUT_FILENO, POLLOUT, 0};
+  return poll(&output, 1, 0) == 1 && (output.revents & POLLERR) != 0;
+}
+
+int finish_output(const char* command, int status) {
+  errno = 0;
+  std::cout.flush();
+  const bool flushed = std::fflush(stdout) == 0;
+  const int error = errno;
+  if (flushed && std::cout.good() && std::ferror(stdout) == 0) return status;
+  if (error == EPIPE || output_reader_gone()) return kExitUnusable;
+  std::cerr << "detnccl " << command << ": cannot write the output";
+  if (error != 0) std::cerr << ": " << std::strerror(error);
+  std::cerr << "\n";
+  return kExitUnusable;
+}
+
+// The subcommands, for a clear message about an unknown one.
+constexpr std::string_view kSubcommands[] = {"dump", "diff", "check", "stats", "fingerprint"};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "fingerprint") == 0) return forward_to_fingerprint(argc, argv);
+  if (argc >= 2 && argv[1][0] != '-' &&
+      std::find(std::begin(kSubcommands), std::end(kSubcommands), std::string_view(argv[1])) ==
+          std::end(kSubcommands)) {
+    std::cerr << "detnccl: unknown subcommand '" << argv[1] << "' (dump, diff, check, stats or fingerprint)\n"
+              << "Run with --help for more information.\n";
+    return kExitUnusable;
+  }
 
   CLI::App app{
       "detnccl: read the per-rank logs of detnccl runs. Exit status: 0 identical or consistent, 1 diverged or "
@@ -61,10 +122,12 @@ int main(int argc, char** argv) {
       "diff", "Compare two runs call by call; report the first divergence, its kind, and each rank's first difference");
   diff_app->add_option("RUN_A", diff.run_a, "First run directory")->required();
   diff_app->add_option("RUN_B", diff.run_b, "Second run directory")->required();
-  diff_app->add_option("--from-step", diff.from_step,
-                       "Compare only calls of steps >= K, aligned from the first call of that range (a run resumed "
-                       "from a checkpoint at step K against the run that never stopped)");
-  diff_app->add_option("--to-step", diff.to_step, "Compare only calls of steps <= K");
+  diff_app
+      ->add_option("--from-step", diff.from_step,
+                   "Compare only calls of steps >= K, aligned from the first call of that range (a run resumed "
+                   "from a checkpoint at step K against the run that never stopped)")
+      ->check(kStepNumber);
+  diff_app->add_option("--to-step", diff.to_step, "Compare only calls of steps <= K")->check(kStepNumber);
   diff_app->add_flag("--json", diff.json, "Print the result as JSON for tools");
   diff_app->add_flag("-v,--verbose", diff.verbose, "List every rank and receiver");
   diff_app->add_option("-j,--jobs", diff.threads, "Threads (default: the cores available)");
@@ -96,16 +159,16 @@ int main(int argc, char** argv) {
     return kExitUnusable;
   }
   try {
-    if (dump_app->parsed()) return dump_command(dump);
+    if (dump_app->parsed()) return finish_output("dump", dump_command(dump));
     if (diff_app->parsed()) {
       if (diff.from_step && diff.to_step && *diff.from_step > *diff.to_step) {
         std::cerr << "detnccl diff: --from-step " << *diff.from_step << " is after --to-step " << *diff.to_step << "\n";
         return kExitUnusable;
       }
-      return diff_command(diff);
+      return finish_output("diff", diff_command(diff));
     }
-    if (check_app->parsed()) return check_command(check);
-    if (stats_app->parsed()) return stats_command(stats);
+    if (check_app->parsed()) return finish_output("check", check_command(check));
+    if (stats_app->parsed()) return finish_output("stats", stats_command(stats));
   } catch (const std::exception& e) {
     std::cerr << "detnccl: " << e.what() << "\n";
     return kExitUnusable;

@@ -120,6 +120,7 @@ json rank_json(const RankDiff& rank) {
 std::string verdict(const RunDiff& diff) {
   if (!diff.error.empty()) return "unusable";
   if (diff.undecided) return "undecided";
+  if (diff.metadata_only()) return "identical_metadata";
   return diff.identical() ? "identical" : "diverged";
 }
 
@@ -191,7 +192,7 @@ void print_text(const DiffCommandOptions& options, const RunDiff& diff) {
     std::cout << style.warn("UNDECIDED") << ": no divergence in what both runs recorded, but a truncated log hides the "
               << "rest (" << scope << ", " << matching << " calls match)\n";
   } else if (diff.identical()) {
-    if (matching == 0 && unverified > 0) {
+    if (diff.metadata_only()) {
       std::cout << style.good("IDENTICAL METADATA") << ": " << scope << ", " << unverified
                 << " calls with equal metadata; no fingerprints to compare their contents\n";
     } else {
@@ -317,6 +318,12 @@ int diff_command(const DiffCommandOptions& options) {
             {{"field", c.field}, {"a", c.a}, {"b", c.b}, {"first_rank", c.first_rank}, {"ranks", c.rank_count}});
       }
       out["config_differences"] = config;
+      json notes = json::array();
+      for (const auto& c : diff.config_notes) {
+        notes.push_back(
+            {{"field", c.field}, {"a", c.a}, {"b", c.b}, {"first_rank", c.first_rank}, {"ranks", c.rank_count}});
+      }
+      out["config_notes"] = notes;
       out["first_divergence"] = diff.first ? divergence_json(*diff.first) : json(nullptr);
       out["receivers"] = diff.receivers;
       out["stopped"] = diff.stopped;
@@ -330,7 +337,7 @@ int diff_command(const DiffCommandOptions& options) {
     print_text(options, diff);
   }
   if (!diff.error.empty()) {
-    std::cerr << "detnccl diff: unusable input: " << diff.error << "\n";
+    std::cerr << (diff.nothing_in_range ? "detnccl diff: " : "detnccl diff: unusable input: ") << diff.error << "\n";
     return kExitUnusable;
   }
   if (diff.undecided) return kExitUnusable;

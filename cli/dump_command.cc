@@ -210,6 +210,7 @@ int dump_command(const DumpOptions& options) {
   Dumper dumper(options.format);
   int status = kExitSame;
   for (const RankLogFile& file : files) {
+    if (!std::cout) break;
     std::string error;
     const auto stream = analysis::RankLogStream::open(file.path, error);
     if (!stream) {
@@ -217,6 +218,10 @@ int dump_command(const DumpOptions& options) {
       std::cerr << "detnccl dump: " << error << '\n';
       status = kExitUnusable;
       continue;
+    }
+    if (const std::string mismatch = analysis::rank_mismatch(file, stream->header()); !mismatch.empty()) {
+      std::cout.flush();
+      std::cerr << "detnccl dump: warning: " << mismatch << '\n';  // dumped anyway: dump shows what is there
     }
     dumper.header(file, stream->header());
     std::size_t communicators = 0;
@@ -227,6 +232,7 @@ int dump_command(const DumpOptions& options) {
       }
     };
     while (stream->next(call)) {
+      if (!std::cout) break;  // the output cannot be written (full disk...): main reports it
       flush_communicators();
       dumper.call(file.rank, call.call);
     }

@@ -132,10 +132,10 @@ int main(int argc, char** argv) {
                    "each segment of that size, to check a dumped buffer against a record.",
                "detnccl-fingerprint"};
   std::vector<std::string> files;
-  std::size_t segment_bytes = 0;
+  std::optional<std::size_t> segment_option;  // given: checked, 0 included (it is not a positive multiple)
   unsigned threads = 0;
   app.add_option("FILE", files, "Files to fingerprint ('-' reads standard input)")->required();
-  app.add_option("--segment-bytes", segment_bytes,
+  app.add_option("--segment-bytes", segment_option,
                  "Also print a digest per segment of this size (a multiple of 16KiB; units like 1MiB accepted)")
       ->transform(CLI::AsSizeValue(false));
   app.add_option("--threads", threads, "Threads that hash large files (default: one per hardware thread)");
@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
       "Exit status: 0 success, 1 usage error, 2 a file could not be read (the others are still printed).");
   try {
     app.parse(argc, argv);
-    if (segment_bytes > 0) hash::check_segment_bytes(segment_bytes);
+    if (segment_option) hash::check_segment_bytes(*segment_option);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : kExitUsage;
   } catch (const std::invalid_argument& e) {
@@ -152,6 +152,7 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
 
+  const std::size_t segment_bytes = segment_option.value_or(0);
   hash::ParallelFingerprinter hasher(threads);
   int status = 0;
   for (const std::string& path : files) {

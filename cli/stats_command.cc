@@ -103,7 +103,10 @@ int stats_command(const StatsCommandOptions& options) {
   if (incomplete.empty()) {
     std::cout << "  every log was closed cleanly\n";
   } else {
-    std::cout << "  " << style.warn(std::to_string(incomplete.size()) + " log(s) did not close cleanly") << ":\n";
+    std::cout << "  "
+              << style.warn(std::to_string(incomplete.size()) +
+                            (incomplete.size() == 1 ? " log did not close cleanly" : " logs did not close cleanly"))
+              << ":\n";
     const std::size_t shown = options.verbose ? incomplete.size() : std::min<std::size_t>(incomplete.size(), 10);
     for (std::size_t i = 0; i < shown; ++i) {
       std::cout << "    rank " << incomplete[i]->rank << " (" << analysis::log_end_name(incomplete[i]->end)
@@ -121,9 +124,9 @@ int stats_command(const StatsCommandOptions& options) {
   }
   std::cout << "\n" << style.bold("Per communicator") << "\n";
   for (const auto& [id, c] : stats.per_communicator) {
-    std::snprintf(line, sizeof line, "  %s  %5u ranks (%u logs)  %12llu calls  %12s\n", hash::format_digest(id).c_str(),
-                  c.nranks, c.members_seen, static_cast<unsigned long long>(c.total.calls),
-                  bytes_text(c.total.bytes).c_str());
+    std::snprintf(line, sizeof line, "  %s  %5u ranks (%u %s)  %12llu calls  %12s\n", hash::format_digest(id).c_str(),
+                  c.nranks, c.members_seen, c.members_seen == 1 ? "log" : "logs",
+                  static_cast<unsigned long long>(c.total.calls), bytes_text(c.total.bytes).c_str());
     std::cout << line;
   }
   std::cout << "\n" << style.bold("Per rank") << "\n";

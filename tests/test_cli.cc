@@ -209,20 +209,23 @@ TEST(CliCheck, ATracedRunIsConsistent) {
 }
 
 // Every rank of a run must run with the same DETNCCL_* settings (e.g. deterministic mode on all or none): check names
-// the odd rank and the setting.
+// the odd rank and the setting. A setting that cannot change any call (a fingerprinting window) is only a note.
 TEST(CliCheck, FlagsARankWhoseConfigurationDiffers) {
   TempDir dir;
-  // Rank 2 alone fingerprints only calls of at least 1 KiB: harmless to the job, visible in its log header.
+  // Rank 2 alone fingerprints only calls of at least 1 KiB (a window: a note) and accumulates low-precision partial
+  // sums in fp32 (which can change results: a finding). Both are harmless to this job, visible in its log header.
   const CommandResult job = run("env HOSTNCCL_TIMEOUT_S=20 " DETNCCL_LAUNCHER
                                 " -n 3 --timeout 120 -- sh -c '"
-                                "if [ \"$RANK\" = 2 ]; then export DETNCCL_MIN_BYTES=1K; fi; "
+                                "if [ \"$RANK\" = 2 ]; then export DETNCCL_MIN_BYTES=1K DETNCCL_ACCUMULATE=fp32; fi; "
                                 "exec env LD_PRELOAD=" DETNCCL_SHIM_PATH " DETNCCL_DIR=" +
                                 dir.path() + " DETNCCL_RUN=mixed " DETNCCL_TRACE_JOB " --steps 1' 2>&1");
   ASSERT_EQ(job.exit_code, 0) << job.output;
   const CommandResult result = detnccl("check " + dir.run("mixed"));
   EXPECT_EQ(result.exit_code, 1) << result.output;
-  EXPECT_NE(result.output.find("configuration mismatch: DETNCCL_MIN_BYTES=1K on rank 2"), std::string::npos)
+  EXPECT_NE(result.output.find("configuration mismatch: DETNCCL_ACCUMULATE=fp32 on rank 2"), std::string::npos)
       << result.output;
+  EXPECT_EQ(result.output.find("configuration mismatch: DETNCCL_MIN_BYTES"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("DETNCCL_MIN_BYTES differs between ranks"), std::string::npos) << result.output;
 }
 
 TEST(CliCheck, CatchesASendRecvCorruptionAndAMetadataDesync) {
@@ -256,6 +259,98 @@ TEST(CliCheck, CatchesASendRecvCorruptionAndAMetadataDesync) {
   EXPECT_EQ(parsed["findings"][0]["kind"], "dtype mismatch");
   EXPECT_EQ(parsed["findings"][0]["ranks"], json::array({2}));
   EXPECT_EQ(parsed["findings"][0]["step"], 1);
+}
+
+// docs/cli.md: a run whose truncated log hides the rest when nothing diverged before it is "undecided" (exit 2);
+// the calls after the marker are not compared, not missing.
+TEST(CliDiff, ATruncatedLogWithNothingDivergedBeforeItIsUndecided) {
+  TempDir dir;
+  detnccl::test::SyntheticRunSpec truncated;
+  truncated.truncated_ranks = {1};
+  truncated.hook = [](std::uint32_t rank, detnccl::records::CallFields& call, auto&, auto&, auto&, auto&) {
+    return !(rank == 1 && call.step >= 2);
+  };
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "a", {}), "");
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "b", truncated), "");
+  const CommandResult text = detnccl("diff " + dir.run("a") + " " + dir.run("b"));
+  EXPECT_EQ(text.exit_code, 2) << text.output;
+  EXPECT_EQ(text.output.rfind("UNDECIDED", 0), 0u) << text.output;
+  EXPECT_NE(text.output.find("24 calls after the truncation were not compared"), std::string::npos) << text.output;
+  const json result = diff_json(dir, "a", "b");
+  ASSERT_FALSE(result.is_discarded());
+  EXPECT_EQ(result["verdict"], "undecided");
+  EXPECT_EQ(result["first_divergence"], nullptr);
+  EXPECT_EQ(result["ranks"][1]["not_compared"], 2 * 12);
+  EXPECT_EQ(result["ranks"][1]["missing_in_b"], 0);
+  EXPECT_EQ(result["ranks"][1]["end_b"], "truncated");
+  EXPECT_EQ(result["ranks"][0]["not_compared"], 0);
+}
+
+// docs/reliability.md: check checks what the ranks recorded and notes the truncated log; the calls its rank made after
+// the marker are not "never made". With nothing inconsistent before it there is no verdict (exit 2, like diff).
+TEST(CliCheck, ATruncatedLogIsNotedAndItsUnrecordedCallsAreNotFindings) {
+  TempDir dir;
+  detnccl::test::SyntheticRunSpec truncated;
+  truncated.truncated_ranks = {1};
+  truncated.hook = [](std::uint32_t rank, detnccl::records::CallFields& call, auto&, auto&, auto&, auto&) {
+    return !(rank == 1 && call.step >= 2);
+  };
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "t", truncated), "");
+  const CommandResult text = detnccl("check " + dir.run("t"));
+  EXPECT_EQ(text.exit_code, 2) << text.output;
+  EXPECT_EQ(text.output.rfind("UNDECIDED", 0), 0u) << text.output;
+  EXPECT_EQ(text.output.find("never made"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("the log of rank 1 ends with a truncation marker"), std::string::npos) << text.output;
+  const CommandResult json_output = detnccl("check --json " + dir.run("t"));
+  EXPECT_EQ(json_output.exit_code, 2);
+  const json parsed = json::parse(json_output.output, nullptr, false);
+  ASSERT_FALSE(parsed.is_discarded());
+  EXPECT_EQ(parsed["verdict"], "undecided");
+  EXPECT_EQ(parsed["truncated_ranks"], json::array({1}));
+  EXPECT_EQ(parsed["not_checked"], 2 * (8 + 4));
+  EXPECT_TRUE(parsed["findings"].empty()) << parsed.dump(2);
+
+  // An inconsistency before the truncation still decides.
+  detnccl::test::SyntheticRunSpec desync = truncated;
+  desync.hook = [](std::uint32_t rank, detnccl::records::CallFields& call, auto&, auto&, auto&, auto&) {
+    if (rank == 2 && call.step == 1 && call.op == detnccl::records::OpId::kAllGather) call.datatype = 9;
+    return !(rank == 1 && call.step >= 2);
+  };
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "d", desync), "");
+  const CommandResult decided = detnccl("check " + dir.run("d"));
+  EXPECT_EQ(decided.exit_code, 1) << decided.output;
+  EXPECT_EQ(decided.output.rfind("INCONSISTENT", 0), 0u) << decided.output;
+  EXPECT_EQ(decided.output.find("never made"), std::string::npos) << decided.output;
+}
+
+// Two jobs started at once with the same DETNCCL_RUN can each win some rank files. check and diff say so (exit 2)
+// instead of reporting the other job's ranks as missing. Here the mix is made by copying the files of two real runs.
+TEST(CliCheck, ARunDirectoryHoldingTheRanksOfTwoJobsIsRefusedNamingEachJobsRanks) {
+  TempDir dir;
+  for (const char* name : {"a", "b"}) ASSERT_EQ(traced_job(dir, name, 4, "--steps 1").exit_code, 0);
+  fs::create_directory(dir.run("x"));
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string file = "/" + detnccl::records::rank_log_file_name(static_cast<std::uint32_t>(rank));
+    fs::copy_file(dir.run(rank < 3 ? "a" : "b") + file, dir.run("x") + file);
+  }
+  for (const char* name : {"a", "b"}) {
+    const CommandResult alone = detnccl("check " + dir.run(name));
+    EXPECT_EQ(alone.exit_code, 0) << "each job's own logs are one job: " << alone.output;
+  }
+  const CommandResult checked = detnccl("check " + dir.run("x"), /*with_stderr=*/true);
+  EXPECT_EQ(checked.exit_code, 2) << checked.output;
+  EXPECT_NE(checked.output.find("2 different jobs"), std::string::npos) << checked.output;
+  EXPECT_NE(checked.output.find("ranks 0, 1, 2 (world communicator"), std::string::npos) << checked.output;
+  EXPECT_NE(checked.output.find("rank 3 (world communicator"), std::string::npos) << checked.output;
+  EXPECT_EQ(checked.output.find("never made"), std::string::npos) << checked.output;
+  const json parsed = json::parse(detnccl("check --json " + dir.run("x")).output, nullptr, false);
+  ASSERT_FALSE(parsed.is_discarded());
+  EXPECT_EQ(parsed["verdict"], "unusable");
+  EXPECT_NE(parsed["error"].get<std::string>().find("2 different jobs"), std::string::npos) << parsed.dump(2);
+  const CommandResult compared = detnccl("diff " + dir.run("a") + " " + dir.run("x"), true);
+  EXPECT_EQ(compared.exit_code, 2) << compared.output;
+  EXPECT_NE(compared.output.find("2 different jobs"), std::string::npos) << compared.output;
+  EXPECT_EQ(diff_json(dir, "a", "x")["verdict"], "unusable");
 }
 
 TEST(CliDump, EveryFormatHasOneLinePerCall) {
@@ -306,6 +401,161 @@ TEST(CliStats, CountsCallsStepsAndTruncatedLogs) {
   EXPECT_EQ(rank1["end"], "torn tail");
   EXPECT_EQ(rank1["last_step"], 0);
   EXPECT_EQ(parsed["per_op"]["AllReduce"]["calls"].get<int>() % 3, 0);
+}
+
+// --from-step and --to-step take a step number: a negative or too large one is a bad argument (exit 2), never
+// wrapped to 2^64-1 (which compared nothing and said IDENTICAL).
+TEST(CliDiff, StepNumbersOutOfRangeAreBadArguments) {
+  TempDir dir;
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "a", {}), "");
+  detnccl::test::SyntheticRunSpec perturbed;
+  perturbed.hook = [](std::uint32_t rank, detnccl::records::CallFields& call, auto&, auto&, auto&, auto&) {
+    if (rank == 1 && call.step == 1 && call.op == detnccl::records::OpId::kAllReduce) call.input_fingerprint ^= 1;
+    return true;
+  };
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "b", perturbed), "");
+  const std::string runs = dir.run("a") + " " + dir.run("b");
+  ASSERT_EQ(detnccl("diff " + runs).exit_code, 1);
+  const std::string too_large = "18446744073709551616";  // 2^64
+  for (const std::string option : {"--from-step", "--to-step"}) {
+    for (const std::string& value : {std::string("-1"), too_large, std::string("99999999999999999999")}) {
+      const CommandResult result = detnccl("diff " + runs + " " + option + " " + value, /*with_stderr=*/true);
+      EXPECT_EQ(result.exit_code, 2) << option << " " << value << ": " << result.output;
+      EXPECT_NE(result.output.find("a step must be a whole number"), std::string::npos) << result.output;
+    }
+  }
+  // The largest step is a number like any other: everything up to it is compared.
+  EXPECT_EQ(detnccl("diff " + runs + " --to-step 18446744073709551615").exit_code, 1);
+}
+
+// A step range that selects no call of either run has nothing to compare: exit 2 naming each run's steps, and the
+// JSON says so, never "identical".
+TEST(CliDiff, AStepRangeWithoutCallsHasNothingToCompare) {
+  TempDir dir;
+  detnccl::test::SyntheticRunSpec spec;
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "a", spec), "");
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "b", spec), "");
+  const std::string past = std::to_string(spec.steps + 100);
+  const CommandResult text = detnccl("diff " + dir.run("a") + " " + dir.run("b") + " --from-step " + past, true);
+  EXPECT_EQ(text.exit_code, 2) << text.output;
+  EXPECT_EQ(text.output.find("IDENTICAL"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("nothing to compare"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("run A has steps 0-" + std::to_string(spec.steps - 1)), std::string::npos) << text.output;
+  const json result = diff_json(dir, "a", "b", "--from-step " + past);
+  ASSERT_FALSE(result.is_discarded());
+  EXPECT_EQ(result["verdict"], "unusable");
+  EXPECT_NE(result["error"].get<std::string>().find("nothing to compare"), std::string::npos);
+}
+
+// Settings that change no call (log level, NCCL_DEBUG, a fingerprinting window) do not make runs diverge: JSON keeps
+// them under config_notes.
+TEST(CliDiff, DiagnosticSettingsAreConfigNotesNotDivergences) {
+  TempDir dir;
+  detnccl::test::SyntheticRunSpec noisy;
+  noisy.extra_config = "DETNCCL_LOG_LEVEL=error\n";
+  noisy.nccl_environment = "NCCL_DEBUG=INFO\n";
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "a", {}), "");
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "b", noisy), "");
+  const CommandResult text = detnccl("diff " + dir.run("a") + " " + dir.run("b"));
+  EXPECT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_EQ(text.output.rfind("IDENTICAL", 0), 0u) << text.output;
+  EXPECT_NE(text.output.find("DETNCCL_LOG_LEVEL differs"), std::string::npos) << text.output;
+  const json result = diff_json(dir, "a", "b");
+  ASSERT_FALSE(result.is_discarded());
+  EXPECT_EQ(result["verdict"], "identical");
+  EXPECT_TRUE(result["config_differences"].empty()) << result.dump(2);
+  ASSERT_EQ(result["config_notes"].size(), 2u) << result.dump(2);
+  EXPECT_EQ(result["config_notes"][0]["field"], "DETNCCL_LOG_LEVEL");
+  EXPECT_EQ(result["config_notes"][1]["field"], "NCCL_DEBUG");
+  EXPECT_EQ(result["config_notes"][1]["b"], "INFO");
+}
+
+// Runs traced without fingerprints agree only on metadata: a verdict of their own in JSON and text, exit 0.
+TEST(CliDiff, AMetadataOnlyComparisonHasItsOwnVerdict) {
+  TempDir dir;
+  detnccl::test::SyntheticRunSpec meta;
+  meta.fingerprints = false;
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "a", meta), "");
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "b", meta), "");
+  const CommandResult text = detnccl("diff " + dir.run("a") + " " + dir.run("b"));
+  EXPECT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_EQ(text.output.rfind("IDENTICAL METADATA", 0), 0u) << text.output;
+  const json result = diff_json(dir, "a", "b");
+  ASSERT_FALSE(result.is_discarded());
+  EXPECT_EQ(result["verdict"], "identical_metadata");
+  // One fingerprinted run is enough for nothing: only calls fingerprinted in both count.
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "c", {}), "");
+  EXPECT_EQ(diff_json(dir, "a", "c")["verdict"], "identical_metadata");
+  EXPECT_EQ(diff_json(dir, "c", "c")["verdict"], "identical");
+}
+
+// diff's text names the ranks whose logs end with a torn tail (killed), as check and stats do.
+TEST(CliDiff, TheTextNotesKilledRanks) {
+  TempDir dir;
+  detnccl::test::SyntheticRunSpec killed;
+  killed.close_logs = false;
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "a", {}), "");
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "b", killed), "");
+  const CommandResult text = detnccl("diff " + dir.run("a") + " " + dir.run("b"));
+  EXPECT_EQ(text.exit_code, 0) << text.output;
+  for (std::uint32_t rank = 0; rank < killed.ranks; ++rank) {
+    EXPECT_NE(text.output.find("rank " + std::to_string(rank) + " of run B: the log ends"), std::string::npos)
+        << text.output;
+  }
+}
+
+// check and diff read run directories; a single log file is refused (exit 2), not compared rank by rank with nothing.
+TEST(CliCheck, ASingleLogFileIsRefused) {
+  TempDir dir;
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "a", {}), "");
+  const std::string file = dir.run("a") + "/" + detnccl::records::rank_log_file_name(0);
+  const CommandResult checked = detnccl("check " + file, true);
+  EXPECT_EQ(checked.exit_code, 2) << checked.output;
+  EXPECT_NE(checked.output.find("run directory"), std::string::npos) << checked.output;
+  const CommandResult compared = detnccl("diff " + file + " " + dir.run("a"), true);
+  EXPECT_EQ(compared.exit_code, 2) << compared.output;
+  EXPECT_NE(compared.output.find("run directory"), std::string::npos) << compared.output;
+  EXPECT_EQ(detnccl("stats " + file).exit_code, 0);
+}
+
+// Output that cannot be written (a full disk) is an error (exit 2, said on stderr), not success; a reader that goes
+// away (`| head`) is not worth a message.
+TEST(Cli, AFailedWriteOfStandardOutputExitsTwo) {
+  TempDir dir;
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "a", {}), "");
+  const std::string a = dir.run("a");
+  for (const std::string& command : {"dump " + a, "stats " + a, "stats --json " + a, "check " + a,
+                                     "diff " + a + " " + a, "diff --json " + a + " " + a}) {
+    const CommandResult result = run("NO_COLOR=1 " DETNCCL_CLI " " + command + " > /dev/full 2>&1");
+    // stderr went to /dev/full too: run again with stderr kept, to see the message.
+    const CommandResult said = run("NO_COLOR=1 " DETNCCL_CLI " " + command + " 2>&1 >/dev/full");
+    EXPECT_EQ(said.exit_code, 2) << command << ": " << said.output;
+    EXPECT_NE(said.output.find("cannot write the output"), std::string::npos) << command << ": " << said.output;
+    EXPECT_EQ(result.exit_code, 2) << command;
+  }
+  // With SIGPIPE ignored a closed pipe is EPIPE: still no message.
+  const CommandResult piped = run("sh -c 'trap \"\" PIPE; NO_COLOR=1 " DETNCCL_CLI " dump " + a + " 2>&1 | head -1'");
+  EXPECT_EQ(piped.output.find("cannot write"), std::string::npos) << piped.output;
+}
+
+TEST(Cli, AnUnknownSubcommandIsNamed) {
+  const CommandResult result = detnccl("bogus", true);
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.output.find("unknown subcommand 'bogus'"), std::string::npos) << result.output;
+}
+
+// A FIFO named like a rank's log would block a reader forever: every command refuses it at once.
+TEST(Cli, AFifoNamedLikeALogIsRefusedAtOnce) {
+  TempDir dir;
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "a", {}), "");
+  const std::string fifo = dir.run("a") + "/" + detnccl::records::rank_log_file_name(2);
+  fs::remove(fifo);
+  ASSERT_EQ(run("mkfifo " + fifo).exit_code, 0);
+  for (const std::string& command : {std::string("stats"), std::string("check"), std::string("dump")}) {
+    const CommandResult result = run("timeout 20 " DETNCCL_CLI " " + command + " " + dir.run("a") + " 2>&1");
+    EXPECT_EQ(result.exit_code, 2) << command << " (124: it blocked): " << result.output;
+    EXPECT_NE(result.output.find("not a regular file"), std::string::npos) << result.output;
+  }
 }
 
 }  // namespace

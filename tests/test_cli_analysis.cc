@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include "abi/nccl_abi.h"
 #include "cli/analysis/call_layout.h"
 #include "cli/analysis/run_check.h"
 #include "cli/analysis/run_diff.h"
+#include "cli/analysis/run_jobs.h"
 #include "cli/analysis/run_stats.h"
 #include "tests/test_cli_synthetic_run.h"
 #include "tests/test_support.h"
@@ -422,6 +424,188 @@ TEST_F(Analysis, CheckMatchesGatheredAndExchangedBlocks) {
   EXPECT_EQ(gather->ranks, std::vector<std::uint32_t>{3});
 }
 
+// A truncated log (tracing stopped early, e.g. disk full) holds every call up to its marker; the calls after it were
+// made but not recorded: the other members' calls that expect them are not checked, never "not joined".
+TEST_F(Analysis, CheckDoesNotCallTheCallsAfterATruncationMissing) {
+  SyntheticRunSpec spec;
+  spec.truncated_ranks = {1};
+  spec.hook = [](std::uint32_t rank, CallFields& call, Blocks&, Blocks&, Blocks&, Blocks&) {
+    return !(rank == 1 && call.step >= 2);
+  };
+  write("a", spec);
+  const auto result = check("a");
+  ASSERT_EQ(result.error, "");
+  EXPECT_TRUE(result.clean()) << (result.findings.empty() ? "" : result.findings[0].message);
+  EXPECT_TRUE(result.undecided());
+  EXPECT_EQ(result.truncated_ranks, std::vector<std::uint32_t>{1});
+  // Steps 2 and 3: 8 collectives each lack rank 1, and its ring neighbours' 2 Sends to it and 2 Recvs from it.
+  EXPECT_EQ(result.not_checked, 2u * (8 + 4));
+  EXPECT_EQ(result.collectives, 4u * 8);  // all checked among the members that recorded them
+  const bool noted = std::any_of(result.notes.begin(), result.notes.end(), [](const std::string& note) {
+    return note.find("log of rank 1 ends") != std::string::npos && note.find("24 collectives") != std::string::npos;
+  });
+  EXPECT_TRUE(noted) << ::testing::PrintToString(result.notes);
+}
+
+TEST_F(Analysis, CheckStillReportsWhatTheRecordedCallsShowAroundATruncatedLog) {
+  // Rank 1's log is truncated at step 2, rank 3 was killed at step 3 (torn tail), and rank 2 made a different call
+  // at step 1: the desync and rank 3's absence are findings; rank 1's unrecorded calls are not.
+  SyntheticRunSpec spec;
+  spec.truncated_ranks = {1};
+  spec.close_logs = false;
+  spec.hook = [](std::uint32_t rank, CallFields& call, Blocks&, Blocks&, Blocks&, Blocks&) {
+    if (rank == 2 && call.step == 1 && call.op == OpId::kAllReduce) call.count += 1;
+    return !(rank == 1 && call.step >= 2) && !(rank == 3 && call.step >= 3);
+  };
+  write("a", spec);
+  const auto result = check("a");
+  ASSERT_EQ(result.error, "");
+  EXPECT_FALSE(result.undecided());
+  EXPECT_EQ(result.finding_counts.at(CheckFindingKind::kSizeMismatch), 2u);  // the step's two AllReduces
+  ASSERT_EQ(result.finding_counts.count(CheckFindingKind::kNotAllJoined), 1u);
+  const auto joined = std::find_if(result.findings.begin(), result.findings.end(),
+                                   [](const auto& f) { return f.kind == CheckFindingKind::kNotAllJoined; });
+  ASSERT_NE(joined, result.findings.end());
+  EXPECT_EQ(joined->ranks, std::vector<std::uint32_t>{3}) << joined->message;
+  EXPECT_EQ(joined->step, 3u);
+  EXPECT_EQ(joined->count, 8u);
+  // Rank 2's two Sends to rank 3 and rank 0's two Recvs from it at step 3; the transfers to and from rank 1 after
+  // its truncation are not checked.
+  EXPECT_EQ(result.finding_counts.at(CheckFindingKind::kUnmatchedPointToPoint), 4u);
+  EXPECT_EQ(result.truncated_ranks, std::vector<std::uint32_t>{1});
+}
+
+// Undecided: no divergence in what both runs recorded, but a truncated log hides the rest (docs/cli.md).
+TEST_F(Analysis, DiffOfARunWithATruncatedLogIsUndecidedUnlessSomethingDivergedBeforeIt) {
+  SyntheticRunSpec truncated;
+  truncated.truncated_ranks = {1};
+  truncated.hook = [](std::uint32_t rank, CallFields& call, Blocks&, Blocks&, Blocks&, Blocks&) {
+    return !(rank == 1 && call.step >= 2);
+  };
+  write("a", {});
+  write("b", truncated);
+  const auto undecided = diff("a", "b");
+  ASSERT_EQ(undecided.error, "");
+  EXPECT_TRUE(undecided.undecided);
+  EXPECT_FALSE(undecided.first.has_value());
+  EXPECT_EQ(undecided.ranks[1].not_compared, 2u * 12);
+  EXPECT_EQ(undecided.ranks[1].missing_in_b, 0u);
+  EXPECT_EQ(undecided.ranks[1].end_b, detnccl::records::LogEndKind::kTruncated);
+
+  // A divergence before the marker decides: a call, or the configuration.
+  SyntheticRunSpec perturbed = truncated;
+  perturbed.hook = [](std::uint32_t rank, CallFields& call, Blocks&, Blocks&, Blocks&, Blocks&) {
+    if (rank == 2 && call.step == 1 && call.op == OpId::kAllReduce) call.input_fingerprint ^= 1;
+    return !(rank == 1 && call.step >= 2);
+  };
+  write("perturbed", perturbed);
+  const auto diverged = diff("a", "perturbed");
+  EXPECT_FALSE(diverged.undecided);
+  ASSERT_TRUE(diverged.first.has_value());
+  EXPECT_EQ(diverged.first->rank, 2u);
+  SyntheticRunSpec configured = truncated;
+  configured.extra_config = "DETNCCL_DETERMINISTIC=1\n";
+  write("configured", configured);
+  const auto differently = diff("a", "configured");
+  EXPECT_FALSE(differently.undecided);
+  EXPECT_FALSE(differently.identical());
+  EXPECT_FALSE(differently.config_differences.empty());
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Logs of two jobs in one run directory
+
+detnccl::records::CommunicatorRecord communicator(
+    std::uint64_t id, std::uint32_t nranks, std::uint32_t rank,
+    detnccl::records::CommOrigin origin = detnccl::records::CommOrigin::kInitRank) {
+  detnccl::records::CommunicatorRecord record;
+  record.id = id;
+  record.nranks = nranks;
+  record.rank = rank;
+  record.origin = origin;
+  return record;
+}
+
+TEST(RunJobs, TheLogsOfOneJobAreNeverTakenForTwo) {
+  using detnccl::analysis::group_logs_by_job;
+  using detnccl::analysis::RankJobEvidence;
+  using detnccl::records::CommOrigin;
+  constexpr std::uint64_t kWorld = 0x1111, kLater = 0x2222, kLeft = 0x3333, kRight = 0x4444;
+  // Four ranks: a world communicator, then splits into halves, then a second world communicator.
+  std::vector<RankJobEvidence> job;
+  for (std::uint32_t r = 0; r < 4; ++r) {
+    job.push_back({r,
+                   4,
+                   {communicator(kWorld, 4, r), communicator(r < 2 ? kLeft : kRight, 2, r % 2, CommOrigin::kSplit),
+                    communicator(kLater, 4, r, CommOrigin::kSplit)}});
+  }
+  EXPECT_FALSE(group_logs_by_job(job).mixed());
+  // Rank 3 died (or its log was truncated) before the second world communicator and the split.
+  job[3].communicators.resize(1);
+  EXPECT_FALSE(group_logs_by_job(job).mixed());
+  // Rank 3's log holds nothing but its header (truncated at once).
+  job[3].communicators.clear();
+  EXPECT_FALSE(group_logs_by_job(job).mixed());
+  // Disjoint halves that never form a world communicator share nothing, yet are one job.
+  std::vector<RankJobEvidence> halves;
+  for (std::uint32_t r = 0; r < 4; ++r) halves.push_back({r, 4, {communicator(r < 2 ? kLeft : kRight, 2, r % 2)}});
+  EXPECT_FALSE(group_logs_by_job(halves).mixed());
+  // Processes that each drive several ranks with ncclCommInitAll: one record per rank, all in one log.
+  std::vector<RankJobEvidence> init_all;
+  for (std::uint32_t r = 0; r < 2; ++r) {
+    init_all.push_back(
+        {r,
+         2,
+         {communicator(kLeft + r, 2, 0, CommOrigin::kInitAll), communicator(kLeft + r, 2, 1, CommOrigin::kInitAll)}});
+  }
+  EXPECT_FALSE(group_logs_by_job(init_all).mixed());
+  // Without a known world size (or with headers that disagree on it) nothing is concluded.
+  std::vector<RankJobEvidence> unknown = {{0, 0, {communicator(kWorld, 2, 0)}}, {1, 0, {communicator(kLater, 2, 1)}}};
+  EXPECT_FALSE(group_logs_by_job(unknown).mixed());
+}
+
+TEST(RunJobs, TwoGroupsEachWithAWorldCommunicatorTheOtherLacksAreTwoJobs) {
+  using detnccl::analysis::RankJobEvidence;
+  constexpr std::uint64_t kJobA = 0xaaaa, kJobB = 0xbbbb;
+  std::vector<RankJobEvidence> logs;
+  for (std::uint32_t r = 0; r < 3; ++r) logs.push_back({r, 4, {communicator(kJobA, 4, r)}});
+  logs.push_back({3, 4, {communicator(kJobB, 4, 3)}});
+  const auto groups = detnccl::analysis::group_logs_by_job(logs);
+  ASSERT_TRUE(groups.mixed());
+  ASSERT_EQ(groups.ranks.size(), 2u);
+  EXPECT_EQ(groups.ranks[0], (std::vector<std::uint32_t>{0, 1, 2}));
+  EXPECT_EQ(groups.ranks[1], std::vector<std::uint32_t>{3});
+  EXPECT_EQ(groups.world_communicators[0].id, kJobA);
+  EXPECT_EQ(groups.world_communicators[1].id, kJobB);
+  const std::string message = detnccl::analysis::describe_job_groups(groups);
+  EXPECT_NE(message.find("2 different jobs"), std::string::npos) << message;
+  EXPECT_NE(message.find("ranks 0, 1, 2 (world communicator 000000000000aaaa)"), std::string::npos) << message;
+  EXPECT_NE(message.find("rank 3 (world communicator 000000000000bbbb)"), std::string::npos) << message;
+}
+
+TEST_F(Analysis, CheckAndDiffRefuseARunDirectoryHoldingTwoJobs) {
+  // Two jobs with the same run name, each winning some rank files: ranks 0-2 of one, rank 3 of the other.
+  SyntheticRunSpec other;
+  other.communicator_id = detnccl::test::kSyntheticCommunicatorId ^ 0xff;
+  write("a", {});
+  write("b", other);
+  fs::create_directory(dir_.run("mixed"));
+  for (std::uint32_t rank = 0; rank < 4; ++rank) {
+    const std::string name = detnccl::records::rank_log_file_name(rank);
+    fs::copy_file(dir_.run(rank < 3 ? "a" : "b") + "/" + name, dir_.run("mixed") + "/" + name);
+  }
+  const auto checked = check("mixed");
+  EXPECT_NE(checked.error.find("2 different jobs"), std::string::npos) << checked.error;
+  EXPECT_NE(checked.error.find("ranks 0, 1, 2 ("), std::string::npos) << checked.error;
+  EXPECT_NE(checked.error.find("rank 3 ("), std::string::npos) << checked.error;
+  const auto compared = diff("a", "mixed");
+  EXPECT_NE(compared.error.find("2 different jobs"), std::string::npos) << compared.error;
+  EXPECT_NE(compared.error.find(dir_.run("mixed")), std::string::npos) << compared.error;
+  // Each job alone is fine.
+  EXPECT_EQ(check("b").error, "");
+  EXPECT_TRUE(check("b").clean());
+}
+
 TEST_F(Analysis, StatsCountCallsBytesAndSteps) {
   SyntheticRunSpec spec;
   spec.ranks = 3;
@@ -453,6 +637,185 @@ TEST(CallLayout, RankFromFileName) {
   EXPECT_FALSE(detnccl::analysis::rank_from_file_name("rank-.dnc").has_value());
   EXPECT_FALSE(detnccl::analysis::rank_from_file_name("rank-12x.dnc").has_value());
   EXPECT_FALSE(detnccl::analysis::rank_from_file_name("notes.txt").has_value());
+}
+
+// A --from-step/--to-step range that holds no call of either run compares nothing: never "identical".
+TEST_F(Analysis, AStepRangeWithNoCallInEitherRunIsNotIdentical) {
+  SyntheticRunSpec shorter;
+  shorter.steps = 3;
+  write("a", {});
+  write("b", shorter);
+  detnccl::analysis::DiffOptions past;
+  past.from_step = SyntheticRunSpec{}.steps + 10;
+  const auto result = diff("a", "b", past);
+  EXPECT_TRUE(result.nothing_in_range);
+  EXPECT_FALSE(result.error.empty());
+  const std::string a_steps = "run A has steps 0-" + std::to_string(SyntheticRunSpec{}.steps - 1);
+  const std::string b_steps = "run B has steps 0-" + std::to_string(shorter.steps - 1);
+  EXPECT_NE(result.error.find(a_steps), std::string::npos) << result.error;
+  EXPECT_NE(result.error.find(b_steps), std::string::npos) << result.error;
+  // A range where one run has calls still compares: run B's missing calls are a divergence.
+  detnccl::analysis::DiffOptions last;
+  last.from_step = shorter.steps;
+  const auto tail_only = diff("a", "b", last);
+  EXPECT_EQ(tail_only.error, "");
+  EXPECT_FALSE(tail_only.nothing_in_range);
+  ASSERT_TRUE(tail_only.first.has_value());
+  EXPECT_EQ(tail_only.first->kind, DivergenceKind::kMissing);
+}
+
+// Settings that cannot change any call (detnccl's and NCCL's logging, what is fingerprinted) are notes; settings
+// that change results stay configuration divergences.
+TEST_F(Analysis, DiagnosticSettingsAreNotesAndResultSettingsDiverge) {
+  SyntheticRunSpec noisy;
+  noisy.extra_config = "DETNCCL_LOG_LEVEL=error\nDETNCCL_PRINT_CONFIG=1\nDETNCCL_STEPS=1-2\n";
+  noisy.nccl_environment = "NCCL_DEBUG=INFO\nNCCL_DEBUG_SUBSYS=ALL\n";
+  write("a", {});
+  write("noisy", noisy);
+  const auto quiet = diff("a", "noisy");
+  EXPECT_EQ(quiet.error, "");
+  EXPECT_TRUE(quiet.identical()) << (quiet.config_differences.empty() ? "" : quiet.config_differences[0].field);
+  std::vector<std::string> noted;
+  for (const auto& note : quiet.config_notes) noted.push_back(note.field);
+  std::sort(noted.begin(), noted.end());
+  EXPECT_EQ(noted, (std::vector<std::string>{"DETNCCL_LOG_LEVEL", "DETNCCL_PRINT_CONFIG", "DETNCCL_STEPS", "NCCL_DEBUG",
+                                             "NCCL_DEBUG_SUBSYS"}));
+  const bool mentioned = std::any_of(quiet.notes.begin(), quiet.notes.end(), [](const std::string& note) {
+    return note.find("DETNCCL_STEPS differs") != std::string::npos;
+  });
+  EXPECT_TRUE(mentioned);
+
+  SyntheticRunSpec changed = noisy;
+  changed.extra_config += "DETNCCL_DETERMINISTIC=1\n";
+  changed.nccl_environment += "NCCL_ALGO=Ring\n";
+  write("changed", changed);
+  const auto result = diff("a", "changed");
+  EXPECT_FALSE(result.identical());
+  std::vector<std::string> fields;
+  for (const auto& difference : result.config_differences) fields.push_back(difference.field);
+  std::sort(fields.begin(), fields.end());
+  EXPECT_EQ(fields, (std::vector<std::string>{"DETNCCL_DETERMINISTIC", "NCCL_ALGO"}));
+  EXPECT_EQ(result.config_notes.size(), noted.size());
+}
+
+// check: a per-rank log file is normal (a note, not a finding); a result-changing setting on one rank is a finding
+// against the others; when no value is held by most ranks none is presented as the majority.
+TEST_F(Analysis, CheckNotesDiagnosticSettingsAndNamesNoFalseMajority) {
+  SyntheticRunSpec logs;
+  logs.rank_config = [](std::uint32_t rank) { return "DETNCCL_LOG_FILE=/tmp/log-" + std::to_string(rank) + "\n"; };
+  write("logs", logs);
+  const auto noted = check("logs");
+  EXPECT_EQ(noted.error, "");
+  EXPECT_TRUE(noted.clean()) << (noted.findings.empty() ? "" : noted.findings[0].message);
+  ASSERT_EQ(noted.config_notes.size(), 1u);
+  EXPECT_NE(noted.config_notes[0].find("DETNCCL_LOG_FILE"), std::string::npos) << noted.config_notes[0];
+
+  SyntheticRunSpec one_odd;
+  one_odd.rank_config = [](std::uint32_t rank) { return rank == 2 ? "DETNCCL_ALGO=one_shot\n" : ""; };
+  write("odd", one_odd);
+  const auto odd = check("odd");
+  ASSERT_EQ(odd.findings.size(), 1u);
+  EXPECT_EQ(odd.findings[0].kind, CheckFindingKind::kConfigMismatch);
+  EXPECT_EQ(odd.findings[0].ranks, std::vector<std::uint32_t>{2});
+  const std::string others = "on the other " + std::to_string(one_odd.ranks - 1) + " ranks";
+  EXPECT_NE(odd.findings[0].message.find(others), std::string::npos) << odd.findings[0].message;
+
+  SyntheticRunSpec all_differ;
+  const std::vector<std::string> algos = {"auto", "mixed_radix", "one_shot", "ring"};
+  all_differ.rank_config = [&](std::uint32_t rank) { return "DETNCCL_ALGO=" + algos[rank] + "\n"; };
+  write("differ", all_differ);
+  const auto differ = check("differ");
+  ASSERT_EQ(differ.findings.size(), 1u) << "one finding for the setting, not one per rank against rank 0";
+  EXPECT_EQ(differ.findings[0].kind, CheckFindingKind::kConfigMismatch);
+  EXPECT_EQ(differ.findings[0].ranks, (std::vector<std::uint32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(differ.findings[0].message.find("the other"), std::string::npos) << differ.findings[0].message;
+  for (const std::string& algo : algos) {
+    EXPECT_NE(differ.findings[0].message.find("DETNCCL_ALGO=" + algo), std::string::npos) << differ.findings[0].message;
+  }
+}
+
+// A run that made fewer calls and closed its logs cleanly did not crash; a call absent from the middle of a clean log
+// is neither.
+TEST_F(Analysis, AMissingCallSaysWhetherTheRunStoppedMadeFewerCallsOrSkippedOne) {
+  SyntheticRunSpec fewer;
+  fewer.steps = 3;
+  SyntheticRunSpec skipped;
+  // Rank 0 leaves out the first call of step 1 and numbers the later ones as if it were there (as a record the
+  // reader skips would): only that call is absent.
+  const auto dropped = std::make_shared<bool>(false);
+  skipped.hook = [dropped](std::uint32_t rank, CallFields& call, Blocks&, Blocks&, Blocks&, Blocks&) {
+    if (rank != 0) return true;
+    if (!*dropped && call.step == 1) return !(*dropped = true);
+    if (*dropped) {
+      ++call.seq;
+      ++call.comm_seq;
+    }
+    return true;
+  };
+  write("a", {});
+  write("fewer", fewer);
+  write("skipped", skipped);
+  const auto short_run = diff("a", "fewer");
+  ASSERT_TRUE(short_run.first.has_value());
+  EXPECT_EQ(short_run.first->kind, DivergenceKind::kMissing);
+  const std::string& cause = short_run.first->cause;
+  EXPECT_NE(cause.find("after step " + std::to_string(fewer.steps - 1)), std::string::npos) << cause;
+  EXPECT_NE(cause.find("fewer calls"), std::string::npos) << cause;
+  EXPECT_EQ(cause.find("crash"), std::string::npos) << cause;
+  const auto gap = diff("a", "skipped");
+  ASSERT_TRUE(gap.ranks[0].first.has_value());
+  EXPECT_EQ(gap.ranks[0].first->kind, DivergenceKind::kMissing);
+  EXPECT_EQ(gap.ranks[0].missing_in_b, 1u);
+  const std::string& gap_cause = gap.ranks[0].first->cause;
+  EXPECT_EQ(gap_cause.find("crash"), std::string::npos) << gap_cause;
+  EXPECT_NE(gap_cause.find("middle"), std::string::npos) << gap_cause;
+}
+
+// diff notes every log that ends with a torn tail (a killed rank), as check and stats do, even when it says identical.
+TEST_F(Analysis, DiffNotesEveryTornTail) {
+  SyntheticRunSpec killed;
+  killed.close_logs = false;
+  write("a", {});
+  write("killed", killed);
+  const auto result = diff("a", "killed");
+  EXPECT_TRUE(result.identical());
+  for (std::uint32_t rank = 0; rank < killed.ranks; ++rank) {
+    const std::string prefix = "rank " + std::to_string(rank) + " of run B: the log ends";
+    const bool noted = std::any_of(result.notes.begin(), result.notes.end(),
+                                   [&](const std::string& note) { return note.rfind(prefix, 0) == 0; });
+    EXPECT_TRUE(noted) << prefix;
+  }
+}
+
+// diff and check compare the ranks of run directories: a single log file is refused, not matched by rank against
+// a whole run.
+TEST_F(Analysis, DiffAndCheckRefuseASingleLogFile) {
+  write("a", {});
+  const std::string file = dir_.run("a") + "/" + detnccl::records::rank_log_file_name(1);
+  const auto compared =
+      detnccl::analysis::diff_runs(detnccl::analysis::list_run(file), detnccl::analysis::list_run(dir_.run("a")), {});
+  EXPECT_NE(compared.error.find("one log file"), std::string::npos) << compared.error;
+  const auto checked = detnccl::analysis::check_run(detnccl::analysis::list_run(file), {});
+  EXPECT_NE(checked.error.find("one log file"), std::string::npos) << checked.error;
+  EXPECT_EQ(detnccl::analysis::run_stats(detnccl::analysis::list_run(file)).error, "") << "stats reads one file";
+}
+
+// A log whose header names another rank than its file name (renamed or copied) would be compared as the wrong rank:
+// refused, naming both.
+TEST_F(Analysis, ALogNamedForAnotherRankThanItsHeaderIsRefused) {
+  write("a", {});
+  write("b", {});
+  const std::string from = dir_.run("b") + "/" + detnccl::records::rank_log_file_name(1);
+  const std::string to = dir_.run("b") + "/" + detnccl::records::rank_log_file_name(7);
+  fs::rename(from, to);
+  const auto result = diff("a", "b");
+  EXPECT_NE(result.error.find("rank 1"), std::string::npos) << result.error;
+  EXPECT_NE(result.error.find("named for rank 7"), std::string::npos) << result.error;
+  EXPECT_NE(check("b").error.find("named for rank 7"), std::string::npos);
+  // Two files claiming rank 0: the copy is refused.
+  fs::copy_file(dir_.run("a") + "/" + detnccl::records::rank_log_file_name(0), from);
+  fs::remove(to);
+  EXPECT_NE(diff("a", "b").error.find("named for rank 1"), std::string::npos) << diff("a", "b").error;
 }
 
 }  // namespace

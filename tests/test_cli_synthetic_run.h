@@ -9,10 +9,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "records/log_format.h"
@@ -52,13 +57,43 @@ struct SyntheticRunSpec {
   std::uint32_t segments = 0;    // segment digests per buffer (0: none); DETNCCL_SEGMENT_BYTES=1M
   bool fingerprints = true;      // false: a trace level "meta" run
   std::string extra_config;      // appended to the header's configuration text
-  bool close_logs = true;        // false: cut the end marker off (a killed job's torn tails)
+  // Appended after extra_config on one rank: a per-rank setting (DETNCCL_LOG_FILE=log-<rank>).
+  std::function<std::string(std::uint32_t rank)> rank_config;
+  // The header's NCCL_* lines.
+  std::string nccl_environment = "NCCL_DEBUG=WARN\n";
+  bool close_logs = true;  // false: cut the end marker off (a killed job's torn tails)
+  // These ranks' logs end with a truncation marker (disk full) in place of the end marker; with a hook that drops
+  // their later calls, a job whose tracing stopped early on them.
+  std::vector<std::uint32_t> truncated_ranks;
+  std::uint64_t communicator_id = kSyntheticCommunicatorId;  // another value: another job's communicator
   // Called for every call before it is written, with the writing rank; returning false drops the call.
   std::function<bool(std::uint32_t rank, records::CallFields& call, std::vector<std::uint64_t>& input_blocks,
                      std::vector<std::uint64_t>& output_blocks, std::vector<std::uint64_t>& input_segments,
                      std::vector<std::uint64_t>& output_segments)>
       hook;
 };
+
+// Replaces a closed log's end marker (its last 32 bytes: 16-byte frame, 16-byte EndRecord) with a truncation marker
+// saying the disk was full, as the writer leaves when it cannot grow. Returns an error message, empty on success.
+inline std::string replace_end_with_truncation(const std::string& path) {
+  constexpr std::string_view kText = "tracing stopped: cannot grow the log (synthetic): No space left on device";
+  const records::TruncationFields fields{records::TruncationReason::kDiskFull, ENOSPC,
+                                         static_cast<std::uint32_t>(kText.size()), 0};
+  std::vector<std::byte> payload(sizeof(fields) + (kText.size() + 7) / 8 * 8);
+  std::memcpy(payload.data(), &fields, sizeof(fields));
+  std::memcpy(payload.data() + sizeof(fields), kText.data(), kText.size());
+  records::RecordFrame frame{};
+  frame.length = static_cast<std::uint32_t>(sizeof(frame) + payload.size());
+  frame.type = static_cast<std::uint16_t>(records::RecordType::kTruncated);
+  frame.checksum = records::record_checksum(frame.length, frame.type, 0, payload.data(), payload.size());
+  std::error_code error;
+  const auto size = std::filesystem::file_size(path, error);
+  if (error || size < 32 || truncate(path.c_str(), static_cast<off_t>(size - 32)) != 0) return "cannot cut " + path;
+  std::ofstream file(path, std::ios::binary | std::ios::app);
+  file.write(reinterpret_cast<const char*>(&frame), sizeof(frame));
+  file.write(reinterpret_cast<const char*>(payload.data()), static_cast<std::streamsize>(payload.size()));
+  return file.good() ? std::string() : "cannot write the truncation marker of " + path;
+}
 
 // Writes dir/run/rank-NNNNN.dnc for every rank. Returns an error message, empty on success.
 inline std::string write_synthetic_run(const std::string& dir, const std::string& run, const SyntheticRunSpec& spec) {
@@ -79,15 +114,16 @@ inline std::string write_synthetic_run(const std::string& dir, const std::string
                          std::string(spec.segments > 0   ? "segments"
                                      : spec.fingerprints ? "hash"
                                                          : "meta") +
-                         "\nDETNCCL_SEGMENT_BYTES=1M\n" + spec.extra_config;
-    header.nccl_environment = "NCCL_DEBUG=WARN\n";
+                         "\nDETNCCL_SEGMENT_BYTES=1M\n" + spec.extra_config +
+                         (spec.rank_config ? spec.rank_config(rank) : std::string());
+    header.nccl_environment = spec.nccl_environment;
     records::WriterOptions options;
     options.initial_bytes = 64u << 10;
     auto created = records::RecordWriter::create({dir, run, records::rank_log_file_name(rank)}, header, options);
     if (!created.writer) return created.error;
     records::CommunicatorRecord communicator;
     communicator.ordinal = 0;
-    communicator.id = kSyntheticCommunicatorId;
+    communicator.id = spec.communicator_id;
     communicator.nranks = n;
     communicator.rank = rank;
     communicator.origin = records::CommOrigin::kInitRank;
@@ -177,7 +213,9 @@ inline std::string write_synthetic_run(const std::string& dir, const std::string
       }
     }
     created.writer->close();
-    if (!spec.close_logs) {
+    if (std::find(spec.truncated_ranks.begin(), spec.truncated_ranks.end(), rank) != spec.truncated_ranks.end()) {
+      if (std::string error = replace_end_with_truncation(created.writer->path()); !error.empty()) return error;
+    } else if (!spec.close_logs) {
       // The end marker is the last 32 bytes (16-byte frame, 16-byte EndRecord): without it the log has a torn tail.
       std::error_code error;
       const auto size = std::filesystem::file_size(created.writer->path(), error);

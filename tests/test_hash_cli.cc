@@ -94,6 +94,14 @@ TEST_F(FingerprintTool, NamesAMissingFileAndExitsWithTwo) {
       << "the readable file is still printed";
 }
 
+// --segment-bytes 0 is not a positive multiple of the leaf size either: refused like 1000, not taken as "no segments".
+TEST_F(FingerprintTool, RejectsASegmentSizeOfZero) {
+  write("a.bin", 10);
+  const ToolRun zero = run_tool("--segment-bytes 0 " + path("a.bin"));
+  EXPECT_EQ(zero.status, 1) << zero.output;
+  EXPECT_NE(zero.output.find("multiple of 16384"), std::string::npos) << zero.output;
+}
+
 TEST_F(FingerprintTool, RejectsABadSegmentSizeAndMissingArguments) {
   write("a.bin", 10);
   const ToolRun bad = run_tool("--segment-bytes 1000 " + path("a.bin"));

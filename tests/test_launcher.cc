@@ -611,6 +611,24 @@ TEST_F(LauncherTest, RejectsBadArgumentsWithCode2) {
   }
 }
 
+// --timeout and --grace take a finite number of seconds >= 0: a negative, infinite or NaN value is refused with a
+// short message (not the whole double range), and a positive timeout too short for a millisecond still limits the job.
+TEST_F(LauncherTest, TimesMustBeNonNegativeFiniteSecondsAndTinyTimeoutsStillLimit) {
+  for (const std::string option : {"--timeout", "--grace"}) {
+    for (const std::string value : {"-1", "inf", "-inf", "nan", "1e400", "soon"}) {
+      const RunResult result = run_launcher({"-n", "1", option, value, "sh", "-c", "sleep 0.2"});
+      EXPECT_EQ(result.exit_code, 2) << option << " " << value << "\n" << diagnostics(result);
+      EXPECT_NE(result.err.find("must be a non-negative number of seconds"), std::string::npos)
+          << option << " " << value << "\n"
+          << result.err;
+      EXPECT_LT(result.err.size(), 200u) << result.err;
+    }
+  }
+  const RunResult tiny = run_launcher({"-n", "1", "--timeout", "0.0004", "sh", "-c", "sleep 5"});
+  EXPECT_EQ(tiny.exit_code, 124) << "0.0004 s is a limit, not 'no limit'\n" << diagnostics(tiny);
+  EXPECT_LT(tiny.seconds, 4.0);
+}
+
 TEST_F(LauncherTest, HelpDescribesTheUsage) {
   const RunResult result = run_launcher({"--help"});
   EXPECT_EQ(result.exit_code, 0) << diagnostics(result);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <exception>
 #include <functional>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -11,6 +12,7 @@
 #include "cli/analysis/call_layout.h"
 #include "cli/analysis/call_matching.h"
 #include "cli/analysis/parallel.h"
+#include "cli/analysis/run_jobs.h"
 #include "hash/fingerprint.h"
 
 namespace detnccl::analysis {
@@ -76,6 +78,20 @@ class Checker {
     }
   }
 
+  // After the last call of a log: its communicators name its global rank in each, and a truncated log's missing
+  // calls are not recorded rather than never made.
+  void add_log(std::uint32_t rank, const RankLogStream& stream) {
+    std::set<std::uint64_t> communicators;
+    for (const records::CommunicatorRecord& communicator : stream.communicators()) {
+      global_of_.try_emplace({communicator.id, communicator.rank}, rank);
+      communicators.insert(communicator.id);
+    }
+    if (stream.end().kind == records::LogEndKind::kTruncated) {
+      truncated_.insert(rank);
+      truncated_communicators_.push_back(std::move(communicators));
+    }
+  }
+
   // After the last call: whatever is still pending lacks members.
   void finish() {
     struct Incomplete {
@@ -90,11 +106,27 @@ class Checker {
       std::set<std::uint32_t> present;
       for (const Member& member : group.members) present.insert(member.comm_rank());
       std::vector<std::uint32_t> missing;
+      std::uint32_t unknown = 0;  // members whose global rank no log names
+      bool truncated = false;
       for (std::uint32_t r = 0; r < group.nranks; ++r) {
-        if (present.count(r) == 0) {
-          const auto global = global_of_.find({key.comm_id, r});
-          missing.push_back(global != global_of_.end() ? global->second : r);
+        if (present.count(r) != 0) continue;
+        const auto global = global_of_.find({key.comm_id, r});
+        if (global == global_of_.end()) {
+          ++unknown;
+          missing.push_back(r);
+        } else if (truncated_.count(global->second) != 0) {
+          truncated = true;  // made after its log's truncation marker: not recorded
+        } else {
+          missing.push_back(global->second);
         }
+      }
+      if (unknown > 0 && unknown == missing.size() && unknown <= truncated_without(key.comm_id)) {
+        missing.clear();  // members whose truncated logs end before this communicator's record
+        truncated = true;
+      }
+      if (missing.empty() && truncated) {
+        ++result_.not_checked;
+        continue;
       }
       std::sort(missing.begin(), missing.end());
       const Member& first = lowest(group);
@@ -132,6 +164,10 @@ class Checker {
     for (auto& [key, member] : pairs_) {
       const bool send = member.call.call.op == OpId::kSend;
       const auto other = global_of_.find({key.comm_id, send ? key.receiver : key.sender});
+      if (other != global_of_.end() ? truncated_.count(other->second) != 0 : truncated_without(key.comm_id) > 0) {
+        ++result_.not_checked;  // its partner was made after the partner's log was truncated
+        continue;
+      }
       const std::string other_name = other != global_of_.end()
                                          ? "rank " + std::to_string(other->second)
                                          : "communicator rank " + std::to_string(send ? key.receiver : key.sender);
@@ -405,8 +441,17 @@ class Checker {
     }
   }
 
+  // Truncated logs that hold no record of the communicator: their process may be any member of it.
+  std::size_t truncated_without(std::uint64_t comm_id) const {
+    return static_cast<std::size_t>(
+        std::count_if(truncated_communicators_.begin(), truncated_communicators_.end(),
+                      [comm_id](const std::set<std::uint64_t>& ids) { return ids.count(comm_id) == 0; }));
+  }
+
   CheckResult& result_;
   const CheckOptions& options_;
+  std::set<std::uint32_t> truncated_;                             // global ranks of truncated logs
+  std::vector<std::set<std::uint64_t>> truncated_communicators_;  // per truncated log: the communicators it records
   std::unordered_map<CollectiveKey, Group, CallKeyHash> groups_;
   std::unordered_map<PairKey, Member, CallKeyHash> pairs_;
   GlobalRanks global_of_;  // (communicator id, rank in it) -> global rank
@@ -464,48 +509,119 @@ std::vector<std::string> shared_settings(const records::LogHeader& header) {
   return lines;
 }
 
-// Ranks whose settings differ from the most common ones: one finding per differing line.
+// "NAME=value" or "NAME unset".
+std::string setting_text(const std::string& name, const std::optional<std::string>& value) {
+  return value ? name + "=" + *value : name + " unset";
+}
+
+// Settings that differ between ranks: for each setting, the ranks of each value. A value held by more ranks than
+// any other (and by at least two) is the reference and the other ranks are named against it; without one, every
+// value is listed. Diagnostic settings (is_diagnostic_setting) are notes, not findings.
 void check_configurations(const std::vector<std::unique_ptr<RankLogStream>>& streams, const RunLogs& run,
                           CheckResult& result, std::size_t findings_kept) {
-  std::map<std::vector<std::string>, std::vector<std::uint32_t>> by_settings;
+  // setting name -> value (nullopt: unset) -> ranks
+  std::map<std::string, std::map<std::optional<std::string>, std::vector<std::uint32_t>>> by_name;
+  std::vector<std::map<std::string, std::string>> per_rank(streams.size());
   for (std::size_t i = 0; i < streams.size(); ++i) {
-    by_settings[shared_settings(streams[i]->header())].push_back(run.logs[i].rank);
+    for (const std::string& line : shared_settings(streams[i]->header())) {
+      const std::size_t equals = line.find('=');
+      per_rank[i][line.substr(0, equals)] = equals == std::string::npos ? std::string() : line.substr(equals + 1);
+    }
+    for (const auto& [name, value] : per_rank[i]) by_name[name];
   }
-  if (by_settings.size() <= 1) return;
-  auto majority = by_settings.begin();
-  for (auto it = by_settings.begin(); it != by_settings.end(); ++it) {
-    if (it->second.size() > majority->second.size()) majority = it;
+  for (auto& [name, values] : by_name) {
+    for (std::size_t i = 0; i < streams.size(); ++i) {
+      const auto found = per_rank[i].find(name);
+      values[found == per_rank[i].end() ? std::nullopt : std::optional<std::string>(found->second)].push_back(
+          run.logs[i].rank);
+    }
   }
-  const std::set<std::string> common(majority->first.begin(), majority->first.end());
-  for (const auto& [settings, ranks] : by_settings) {
-    if (&settings == &majority->first) continue;
-    for (const std::string& line : settings) {
-      if (common.count(line) != 0) continue;
-      const std::string name = line.substr(0, line.find('='));
-      std::string usual = "unset";
-      for (const std::string& other : majority->first) {
-        if (other.substr(0, other.find('=')) == name) usual = other;
+  constexpr std::size_t kValuesListed = 8;
+  for (const auto& [name, values] : by_name) {
+    if (values.size() <= 1) continue;
+    if (is_diagnostic_setting(name)) {
+      std::string note = name + " differs between ranks (" + std::to_string(values.size()) + " values";
+      std::size_t listed = 0;
+      for (const auto& [value, ranks] : values) {
+        if (listed++ == 3) {
+          note += ", ...";
+          break;
+        }
+        note += listed == 1 ? ": " : "; ";
+        note += ranks_text(ranks) + " " + (value ? *value : "unset");
       }
-      CheckFinding finding;
-      finding.kind = CheckFindingKind::kConfigMismatch;
-      finding.ranks = ranks;
-      // RATIONALE: appended piece by piece; GCC 12 warns (-Wrestrict) on some `"literal" + std::string` chains.
-      std::string& message = finding.message;
-      message = "configuration mismatch: ";
-      message += line;
-      message += ranks.size() > 1 ? " on ranks " : " on rank ";
-      for (std::size_t r = 0; r < ranks.size(); ++r) {
-        if (r > 0) message += ',';
-        message += std::to_string(ranks[r]);
+      note += "): it cannot change any call, only what is logged or fingerprinted";
+      result.config_notes.push_back(std::move(note));
+      continue;
+    }
+    auto reference = values.end();
+    bool unique_largest = false;
+    for (auto it = values.begin(); it != values.end(); ++it) {
+      if (reference == values.end() || it->second.size() > reference->second.size()) {
+        reference = it;
+        unique_largest = true;
+      } else if (it->second.size() == reference->second.size()) {
+        unique_largest = false;
       }
-      message += ", but ";
-      message += usual;
-      message += " on the other ";
-      message += std::to_string(majority->second.size());
-      message += " ranks: they did not run with the same settings";
+    }
+    const auto add = [&](CheckFinding finding) {
       ++result.finding_counts[finding.kind];
       if (result.findings.size() < findings_kept) result.findings.push_back(std::move(finding));
+    };
+    if (unique_largest && reference->second.size() >= 2) {
+      for (const auto& [value, ranks] : values) {
+        if (value == reference->first) continue;
+        CheckFinding finding;
+        finding.kind = CheckFindingKind::kConfigMismatch;
+        finding.ranks = ranks;
+        // RATIONALE: appended piece by piece; GCC 12 warns (-Wrestrict) on some `"literal" + std::string` chains.
+        std::string& message = finding.message;
+        message = "configuration mismatch: ";
+        message += setting_text(name, value);
+        message += " on ";
+        message += ranks_text(ranks);
+        message += ", but ";
+        message += setting_text(name, reference->first);
+        if (values.size() == 2) {
+          message += " on the other ";
+          message += std::to_string(reference->second.size());
+          message += " ranks";
+        } else {
+          message += " on ";
+          message += std::to_string(reference->second.size());
+          message += " of the ";
+          message += std::to_string(streams.size());
+          message += " ranks (the most common value)";
+        }
+        message += ": they did not run with the same settings";
+        add(std::move(finding));
+      }
+      continue;
     }
+    // No value is shared by more ranks than any other: name them all, none as the reference.
+    CheckFinding finding;
+    finding.kind = CheckFindingKind::kConfigMismatch;
+    std::string& message = finding.message;
+    message = "configuration mismatch: the ranks ran with ";
+    message += std::to_string(values.size());
+    message += " different values of ";
+    message += name;
+    message += " and no value is shared by most of them: ";
+    std::size_t listed = 0;
+    for (const auto& [value, ranks] : values) {
+      finding.ranks.insert(finding.ranks.end(), ranks.begin(), ranks.end());
+      if (listed == kValuesListed) {
+        message += "; ...";
+      } else if (listed < kValuesListed) {
+        if (listed > 0) message += "; ";
+        message += setting_text(name, value);
+        message += " on ";
+        message += ranks_text(ranks);
+      }
+      ++listed;
+    }
+    std::sort(finding.ranks.begin(), finding.ranks.end());
+    add(std::move(finding));
   }
 }
 
@@ -518,12 +634,16 @@ CheckResult check_run(const RunLogs& run, const CheckOptions& options) {
       result.error = run.error;
       return result;
     }
+    if (std::string refused = refuse_single_file(run, "check"); !refused.empty()) {
+      result.error = std::move(refused);
+      return result;
+    }
     const std::size_t n = run.logs.size();
     result.ranks = static_cast<std::uint32_t>(n);
     std::vector<std::unique_ptr<RankLogStream>> streams(n);
     for (std::size_t i = 0; i < n; ++i) {
       std::string error;
-      streams[i] = RankLogStream::open(run.logs[i].path, error);
+      streams[i] = RankLogStream::open(run.logs[i], error);
       if (!streams[i]) {
         result.error = error;
         return result;
@@ -550,18 +670,37 @@ CheckResult check_run(const RunLogs& run, const CheckOptions& options) {
         any = any || !done[i];
       }
     }
+    std::vector<RankJobEvidence> jobs(n);
     for (std::size_t i = 0; i < n; ++i) {
       if (log_end_is_unusable(streams[i]->end())) {
         result.error = streams[i]->path() + ": " + streams[i]->end().message;
         return result;
       }
+      jobs[i] = {run.logs[i].rank, streams[i]->header().world_size, streams[i]->communicators()};
     }
+    if (const JobGroups groups = group_logs_by_job(jobs); groups.mixed()) {
+      result.error = run.path + ": " + describe_job_groups(groups);
+      return result;
+    }
+    for (std::size_t i = 0; i < n; ++i) checker.add_log(run.logs[i].rank, *streams[i]);
     checker.finish();
     for (std::size_t i = 0; i < n; ++i) {
       const records::LogEnd& end = streams[i]->end();
       if (end.kind != records::LogEndKind::kClosed) {
         result.notes.push_back("rank " + std::to_string(run.logs[i].rank) + ": " + end.message);
       }
+      if (end.kind == records::LogEndKind::kTruncated) result.truncated_ranks.push_back(run.logs[i].rank);
+    }
+    if (!result.truncated_ranks.empty()) {
+      std::string& note = result.notes.emplace_back("the log");
+      note += result.truncated_ranks.size() > 1 ? "s of ranks " : " of rank ";
+      note += rank_list(result.truncated_ranks);
+      note += result.truncated_ranks.size() > 1 ? " end" : " ends";
+      note +=
+          " with a truncation marker (tracing stopped early, e.g. disk full): their calls after it were made "
+          "but not recorded; ";
+      note += std::to_string(result.not_checked);
+      note += " collectives and send/recv calls that expect them were not checked";
     }
     std::uint64_t total = 0;
     for (const auto& [kind, count] : result.finding_counts) total += count;
@@ -571,8 +710,9 @@ CheckResult check_run(const RunLogs& run, const CheckOptions& options) {
     }
     if (result.content_unchecked > 0) {
       result.notes.push_back(std::to_string(result.content_unchecked) +
-                             " calls had no fingerprint for their content checks (trace level, windows or device "
-                             "buffers): their contents were not checked");
+                             (result.content_unchecked == 1 ? " call had no" : " calls had no") +
+                             " fingerprint for their content checks (trace level, windows or device buffers): their "
+                             "contents were not checked");
     }
   } catch (const std::exception& e) {
     result.error = std::string("check failed: ") + e.what();

@@ -9,6 +9,10 @@
 //
 // The ranks' headers must agree too: the same DETNCCL_* configuration, detnccl, NCCL and fingerprint versions.
 //
+// A log that ends with a truncation marker holds every call up to it; the calls after it were made but not recorded.
+// The other members' calls that have no partner because of it are counted as not checked, not as findings. Logs of
+// two different jobs in one run directory (run_jobs.h) make the run unusable.
+//
 // Collectives are matched across ranks by (communicator id, index among the collectives on that communicator),
 // Send/Recv by (communicator id, sender, receiver, per-pair order). The logs are streamed together, a bounded
 // number of calls per rank at a time, so memory stays bounded when the ranks made the same calls.
@@ -75,9 +79,18 @@ struct CheckResult {
   std::vector<CheckFinding> findings;      // ordered by step, communicator, index
   std::map<CheckFindingKind, std::uint64_t> finding_counts;
   std::vector<std::string> notes;  // logs that end early, findings not kept...
+  // Settings that differ between ranks but cannot change any call (is_diagnostic_setting(): a per-rank
+  // DETNCCL_LOG_FILE, a fingerprinting window): one sentence each, never a finding.
+  std::vector<std::string> config_notes;
+  // Ranks whose log ends with a truncation marker (tracing stopped early, e.g. disk full): their calls after it were
+  // made but not recorded, so the other members' calls that expect them are not checked (never "not joined").
+  std::vector<std::uint32_t> truncated_ranks;
+  std::uint64_t not_checked = 0;  // collectives and Send/Recv calls left incomplete only by a truncated log
 
   // Whether the run passed every check.
   bool clean() const noexcept { return finding_counts.empty(); }
+  // No finding in what the ranks recorded, but a truncated log hides the rest: no verdict (exit status 2).
+  bool undecided() const noexcept { return clean() && !truncated_ranks.empty(); }
 };
 
 // Checks one run. Never throws.

@@ -10,6 +10,7 @@
 #include "abi/nccl_abi.h"
 #include "cli/analysis/call_matching.h"
 #include "cli/analysis/parallel.h"
+#include "cli/analysis/run_jobs.h"
 
 namespace detnccl::analysis {
 namespace {
@@ -78,6 +79,8 @@ struct Side {
   std::unordered_map<std::uint64_t, std::uint64_t> base;  // ordinal -> comm_seq of its first call in range
   std::unordered_map<AlignKey, CallInRun, AlignKeyHash> pending;
   std::uint64_t calls = 0;
+  std::optional<std::uint64_t> first_step;  // over every call of the log, in range or not
+  std::optional<std::uint64_t> last_step;
   std::optional<std::uint64_t> segment_bytes;
   std::uint32_t fingerprint_version = 0;
 };
@@ -138,7 +141,7 @@ class RankComparison {
   bool open(const RankLogFile* file, Side& side) {
     if (file == nullptr) return true;
     std::string error;
-    side.stream = RankLogStream::open(file->path, error);
+    side.stream = RankLogStream::open(*file, error);
     if (!side.stream) {
       result_.unusable = error;
       return false;
@@ -152,6 +155,8 @@ class RankComparison {
   bool read_in_range(Side& side, CallInRun& call) {
     while (side.stream->next(call)) {
       const std::uint64_t step = call.call.step;
+      side.first_step = std::min(side.first_step.value_or(step), step);
+      side.last_step = std::max(side.last_step.value_or(step), step);
       if (options_.from_step && step < *options_.from_step) continue;
       if (options_.to_step && step > *options_.to_step) continue;
       const auto [base, inserted] = side.base.try_emplace(call.call.comm_ordinal, call.call.comm_seq);
@@ -287,19 +292,22 @@ class RankComparison {
   void finish() {
     result_.calls_a = a_.calls;
     result_.calls_b = b_.calls;
+    result_.first_step_a = a_.first_step;
+    result_.last_step_a = a_.last_step;
+    result_.first_step_b = b_.first_step;
+    result_.last_step_b = b_.last_step;
     std::sort(result_.divergent.begin(), result_.divergent.end(),
               [](const DivergentCallBrief& x, const DivergentCallBrief& y) {
                 return std::tie(x.step, x.seq) < std::tie(y.step, y.seq);
               });
-    for (auto [side, end, message, members] :
-         {std::tuple{&a_, &result_.end_a, &result_.end_message_a, &result_.memberships},
-          std::tuple{&b_, &result_.end_b, &result_.end_message_b, &result_.memberships_b}}) {
+    for (auto [side, end, message, communicators, world_size] :
+         {std::tuple{&a_, &result_.end_a, &result_.end_message_a, &result_.communicators_a, &result_.world_size_a},
+          std::tuple{&b_, &result_.end_b, &result_.end_message_b, &result_.communicators_b, &result_.world_size_b}}) {
       if (!side->stream) continue;
       *end = side->stream->end().kind;
       *message = side->stream->end().message;
-      for (const auto& communicator : side->stream->communicators()) {
-        members->emplace_back(communicator.id, communicator.rank);
-      }
+      *communicators = side->stream->communicators();
+      *world_size = side->stream->header().world_size;
       if (log_end_is_unusable(side->stream->end())) {
         result_.unusable = side->stream->path() + ": " + side->stream->end().message;
       }
@@ -326,8 +334,11 @@ class Classifier {
     for (std::size_t i = 0; i < ranks_.size(); ++i) {
       const RankDiff& rank = ranks_[i];
       if (rank.divergent_capped) capped_ranks_.push_back(rank.rank);
-      for (const auto& [id, comm_rank] : rank.memberships) global_rank_[{id, comm_rank}] = rank.rank;
-      for (const auto& [id, comm_rank] : rank.memberships_b) global_rank_b_[{id, comm_rank}] = rank.rank;
+      for (const auto& communicator : rank.communicators_a)
+        global_rank_[{communicator.id, communicator.rank}] = rank.rank;
+      for (const auto& communicator : rank.communicators_b) {
+        global_rank_b_[{communicator.id, communicator.rank}] = rank.rank;
+      }
       if (rank.first && rank.first->kind == DivergenceKind::kMissing) stopped_.push_back(&rank);
       for (const DivergentCallBrief& brief : rank.divergent) {
         if (!brief.input_differs) continue;
@@ -358,11 +369,7 @@ class Classifier {
       case DivergenceKind::kMissing: {
         call.role = DivergenceRole::kOrigin;
         const bool only_a = call.a.present;
-        const std::string& message = only_a ? rank.end_message_b : rank.end_message_a;
-        const bool absent = only_a ? !rank.in_b : !rank.in_a;
-        call.cause =
-            std::string("run ") + (only_a ? "B" : "A") + " has no such call on " + where +
-            (absent ? ": it has no log for this rank" : ": it stops early (crash or hang); its log: " + message);
+        call.cause = missing_cause(rank, call, only_a, where);
         return;
       }
       case DivergenceKind::kInput:
@@ -492,6 +499,36 @@ class Classifier {
     }
   }
 
+  // Why the other run lacks a call: no log, a log that stops (killed: torn tail), a log closed cleanly before the
+  // call's step (the run made fewer calls), or a clean log that goes on past it (this call alone is absent).
+  static std::string missing_cause(const RankDiff& rank, const CallDivergence& call, bool only_a,
+                                   const std::string& where) {
+    const char* run = only_a ? "B" : "A";
+    std::string cause = "run ";
+    cause += run;
+    cause += " has no such call on ";
+    cause += where;
+    if (!(only_a ? rank.in_b : rank.in_a)) return cause + ": it has no log for this rank";
+    const std::string& message = only_a ? rank.end_message_b : rank.end_message_a;
+    if ((only_a ? rank.end_b : rank.end_a) != LogEndKind::kClosed) {
+      return cause + ": it stops early (crash or hang); its log: " + message;
+    }
+    const std::optional<std::uint64_t>& last = only_a ? rank.last_step_b : rank.last_step_a;
+    std::string text = "run ";
+    text += run;
+    if (!last) return text + "'s log holds no call on " + where + " (" + message + "): it made fewer calls";
+    if (*last < call.step()) {
+      text += "'s log ends (closed cleanly) after step ";
+      text += std::to_string(*last);
+      text += " on ";
+      text += where;
+      return text + ": it made fewer calls";
+    }
+    cause += ", although its log goes on to step ";
+    cause += std::to_string(*last);
+    return cause + " and was closed cleanly: this call is absent from the middle of the log";
+  }
+
   std::vector<RankDiff>& ranks_;
   std::vector<std::uint32_t> capped_ranks_;
   GlobalRanks global_rank_;               // run A's (communicator id, rank in it) -> global rank
@@ -500,6 +537,27 @@ class Classifier {
   std::unordered_map<PairKey, const DivergentCallBrief*, CallKeyHash> sends_;
   std::unordered_map<CollectiveKey, std::vector<const DivergentCallBrief*>, CallKeyHash> collectives_;
 };
+
+// "1000 to the end", "0 to 5", "3 to 3".
+std::string step_range_text(const DiffOptions& options) {
+  return (options.from_step ? std::to_string(*options.from_step) : "0") + " to " +
+         (options.to_step ? std::to_string(*options.to_step) : "the end");
+}
+
+// "run A has steps 0-39", "run B has no calls".
+std::string run_steps_text(const std::vector<RankDiff>& ranks, bool run_a) {
+  std::optional<std::uint64_t> first, last;
+  for (const RankDiff& rank : ranks) {
+    const auto& f = run_a ? rank.first_step_a : rank.first_step_b;
+    const auto& l = run_a ? rank.last_step_a : rank.last_step_b;
+    if (f) first = std::min(first.value_or(*f), *f);
+    if (l) last = std::max(last.value_or(*l), *l);
+  }
+  std::string text = run_a ? "run A " : "run B ";
+  if (!first) return text + "has no calls";
+  if (*first == *last) return text + "has step " + std::to_string(*first);
+  return text + "has steps " + std::to_string(*first) + "-" + std::to_string(*last);
+}
 
 int role_order(DivergenceRole role) {
   switch (role) {
@@ -543,6 +601,16 @@ std::string_view divergence_role_name(DivergenceRole role) noexcept {
   return "?";
 }
 
+bool RunDiff::metadata_only() const noexcept {
+  std::uint64_t matching = 0;
+  std::uint64_t unverified = 0;
+  for (const RankDiff& rank : ranks) {
+    matching += rank.matching;
+    unverified += rank.unverified;
+  }
+  return error.empty() && !undecided && identical() && matching == 0 && unverified > 0;
+}
+
 std::vector<ConfigDifference> compare_headers(const records::LogHeader& a, const records::LogHeader& b) {
   std::vector<ConfigDifference> out;
   const auto number = [&](const char* field, std::uint64_t x, std::uint64_t y) {
@@ -568,6 +636,12 @@ RunDiff diff_runs(const RunLogs& a, const RunLogs& b, const DiffOptions& options
     if (!b.error.empty()) {
       diff.error = b.error;
       return diff;
+    }
+    for (const RunLogs* run : {&a, &b}) {
+      if (std::string refused = refuse_single_file(*run, "diff"); !refused.empty()) {
+        diff.error = std::move(refused);
+        return diff;
+      }
     }
     // Every rank either run has, with its file in each.
     std::map<std::uint32_t, std::pair<const RankLogFile*, const RankLogFile*>> files;
@@ -598,14 +672,28 @@ RunDiff diff_runs(const RunLogs& a, const RunLogs& b, const DiffOptions& options
         return diff;
       }
     }
+    // A run directory holding the ranks of two jobs cannot be compared with anything.
+    for (const RunLogs* run : {&a, &b}) {
+      std::vector<RankJobEvidence> jobs;
+      for (const RankDiff& rank : diff.ranks) {
+        if (run == &a ? rank.in_a : rank.in_b) {
+          jobs.push_back({rank.rank, run == &a ? rank.world_size_a : rank.world_size_b,
+                          run == &a ? rank.communicators_a : rank.communicators_b});
+        }
+      }
+      if (const JobGroups groups = group_logs_by_job(jobs); groups.mixed()) {
+        diff.error = run->path + ": " + describe_job_groups(groups);
+        return diff;
+      }
+    }
 
     // Headers: compare each rank's pair; report each distinct difference once.
     std::map<std::tuple<std::string, std::string, std::string>, ConfigDifference> config;
     for (std::size_t i = 0; i < pairs.size(); ++i) {
       if (pairs[i].first == nullptr || pairs[i].second == nullptr) continue;
       std::string error;
-      const auto stream_a = RankLogStream::open(pairs[i].first->path, error);
-      const auto stream_b = RankLogStream::open(pairs[i].second->path, error);
+      const auto stream_a = RankLogStream::open(*pairs[i].first, error);
+      const auto stream_b = RankLogStream::open(*pairs[i].second, error);
       if (!stream_a || !stream_b) {
         diff.error = error;
         return diff;
@@ -619,7 +707,22 @@ RunDiff diff_runs(const RunLogs& a, const RunLogs& b, const DiffOptions& options
         }
       }
     }
-    for (auto& [key, difference] : config) diff.config_differences.push_back(std::move(difference));
+    for (auto& [key, difference] : config) {
+      (is_diagnostic_setting(difference.field) ? diff.config_notes : diff.config_differences)
+          .push_back(std::move(difference));
+    }
+
+    // A step range that holds no call of either run compares nothing: say so rather than "identical".
+    if (options.from_step || options.to_step) {
+      bool any = false;
+      for (const RankDiff& rank : diff.ranks) any = any || rank.calls_a > 0 || rank.calls_b > 0;
+      if (!any) {
+        diff.nothing_in_range = true;
+        diff.error = "nothing to compare: no call of either run is in steps " + step_range_text(options) + " (" +
+                     run_steps_text(diff.ranks, /*run_a=*/true) + ", " + run_steps_text(diff.ranks, false) + ")";
+        return diff;
+      }
+    }
 
     // Classify each rank's first divergence across ranks, then pick the earliest origin.
     const Classifier classifier(diff.ranks);
@@ -664,15 +767,44 @@ RunDiff diff_runs(const RunLogs& a, const RunLogs& b, const DiffOptions& options
                            " aligned calls had equal metadata but no fingerprint computed by both runs (trace level "
                            "meta, windows or device buffers): their contents were not compared");
     }
+    for (const ConfigDifference& note : diff.config_notes) {
+      std::string text = note.field;
+      text += " differs (";
+      text += note.a.empty() ? "empty" : note.a;
+      text += " in A, ";
+      text += note.b.empty() ? "empty" : note.b;
+      text += " in B, on ";
+      text += std::to_string(note.rank_count);
+      text += note.rank_count == 1 ? " rank" : " ranks";
+      text += "): it cannot change any call, only what is logged or fingerprinted";
+      diff.notes.push_back(std::move(text));
+    }
+    // Ranks killed (or cut) in either run: the records before the tear are compared, the rest is missing.
+    std::vector<std::string> torn;
+    for (const RankDiff& rank : diff.ranks) {
+      for (const bool run_a : {true, false}) {
+        if ((run_a ? rank.end_a : rank.end_b) != LogEndKind::kTornTail) continue;
+        std::string note = "rank " + std::to_string(rank.rank);
+        note += run_a ? " of run A: " : " of run B: ";
+        note += run_a ? rank.end_message_a : rank.end_message_b;
+        torn.push_back(std::move(note));
+      }
+    }
+    constexpr std::size_t kTornNotes = 8;
+    for (std::size_t i = 0; i < torn.size() && i < kTornNotes; ++i) diff.notes.push_back(std::move(torn[i]));
+    if (torn.size() > kTornNotes) {
+      diff.notes.push_back(std::to_string(torn.size() - kTornNotes) +
+                           " more logs end without an end marker (the writer was killed or crashed)");
+    }
     if (!truncated.empty()) {
       diff.notes.push_back("the logs of rank" + std::string(truncated.size() > 1 ? "s " : " ") + rank_list(truncated) +
                            " were truncated (tracing stopped early, e.g. disk full); " + std::to_string(not_compared) +
                            " calls after the truncation were not compared");
-      if (!diff.first) diff.undecided = true;
+      // RATIONALE: a configuration difference is a divergence found before the truncation, like a call's.
+      if (diff.identical()) diff.undecided = true;
     }
     if (options.from_step || options.to_step) {
-      diff.notes.push_back("compared steps " + (options.from_step ? std::to_string(*options.from_step) : "0") + " to " +
-                           (options.to_step ? std::to_string(*options.to_step) : "the end") +
+      diff.notes.push_back("compared steps " + step_range_text(options) +
                            "; calls are aligned per communicator from the first call of that range");
     }
     if (diff.first && diff.first->kind == DivergenceKind::kMetadata && diff.first->metadata_differences.size() == 1 &&

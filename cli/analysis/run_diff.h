@@ -112,11 +112,16 @@ struct RankDiff {
   std::uint64_t missing_in_a = 0;  // calls only run B has
   std::uint64_t missing_in_b = 0;
   std::uint64_t not_compared = 0;  // calls after the other run's truncation marker (tracing stopped there)
+  // The steps of every call in each log, whatever the compared range (nullopt: the log holds no call).
+  std::optional<std::uint64_t> first_step_a, last_step_a;
+  std::optional<std::uint64_t> first_step_b, last_step_b;
   std::optional<CallDivergence> first;
   std::vector<DivergentCallBrief> divergent;  // earliest divergent calls, capped
   bool divergent_capped = false;
-  std::vector<std::pair<std::uint64_t, std::uint32_t>> memberships;  // run A's (communicator id, rank in it)
-  std::vector<std::pair<std::uint64_t, std::uint32_t>> memberships_b;
+  std::vector<records::CommunicatorRecord> communicators_a;  // every communicator record of run A's log
+  std::vector<records::CommunicatorRecord> communicators_b;
+  std::uint32_t world_size_a = 0;  // the headers' world sizes
+  std::uint32_t world_size_b = 0;
   records::LogEndKind end_a = records::LogEndKind::kNotReached;
   records::LogEndKind end_b = records::LogEndKind::kNotReached;
   std::string end_message_a;
@@ -146,6 +151,9 @@ struct DiffOptions {
 struct RunDiff {
   std::string error;  // non-empty: unusable input (exit status 2); names the file and why
   std::vector<ConfigDifference> config_differences;
+  // Header differences in settings that cannot change any call (detnccl's and NCCL's own logging, what is
+  // fingerprinted: is_diagnostic_setting()): shown as notes, never a divergence.
+  std::vector<ConfigDifference> config_notes;
   std::vector<RankDiff> ranks;           // sorted by rank: every rank either run has
   std::optional<CallDivergence> first;   // the first divergence over all ranks (copy of one rank's first)
   std::vector<std::uint32_t> receivers;  // ranks whose first divergent call is a receiver, by (step, rank)
@@ -153,12 +161,19 @@ struct RunDiff {
                                          // is a missing call at that step
   std::vector<std::string> notes;        // things the reader must know (calls not compared, truncated logs...)
   bool undecided = false;  // no divergence found, but a truncated log hides part of a run: no verdict (exit 2)
+  // --from-step/--to-step select no call of either run: nothing was compared (exit 2, like a bad argument); error
+  // says so and names the steps each run has.
+  bool nothing_in_range = false;
 
   // Whether the runs are identical over the compared range (no divergence of any kind).
   bool identical() const noexcept { return config_differences.empty() && !first.has_value(); }
+  // Identical, but no compared call had a fingerprint in both runs: only metadata was compared ("IDENTICAL
+  // METADATA"; JSON verdict "identical_metadata").
+  bool metadata_only() const noexcept;
 };
 
-// Compares two runs. Never throws; an unusable run or log is reported in RunDiff::error.
+// Compares two runs. Never throws; an unusable run or log is reported in RunDiff::error, and so is a run directory
+// holding the logs of two different jobs (run_jobs.h).
 RunDiff diff_runs(const RunLogs& a, const RunLogs& b, const DiffOptions& options);
 
 // Compares the headers of one rank's two logs (fields the runs are expected to share; the run name and

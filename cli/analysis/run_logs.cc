@@ -38,7 +38,8 @@ RunLogs list_run(const std::string& path) {
     }
     if (fs::is_regular_file(status)) {
       const auto rank = rank_from_file_name(fs::path(path).filename().string());
-      run.logs.push_back({rank.value_or(0), path});
+      run.logs.push_back({rank.value_or(0), path, rank.has_value()});
+      run.single_file = true;
       return run;
     }
     if (!fs::is_directory(status)) {
@@ -69,6 +70,34 @@ RunLogs list_run(const std::string& path) {
     run.logs.clear();
   }
   return run;
+}
+
+std::string rank_mismatch(const RankLogFile& file, const records::LogHeader& header) {
+  if (!file.named_by_rank || header.rank == file.rank) return {};
+  return file.path + ": the header says this is the log of rank " + std::to_string(header.rank) +
+         ", but the file is named for rank " + std::to_string(file.rank) + " (renamed or copied?); rename it " +
+         records::rank_log_file_name(header.rank) + " or remove it";
+}
+
+std::string refuse_single_file(const RunLogs& run, std::string_view command) {
+  if (!run.single_file) return {};
+  std::string message = run.path;
+  message += " is one log file, but ";
+  message += command;
+  message += " reads a run directory (DETNCCL_DIR/RUN, holding every rank's rank-NNNNN.dnc): name the directory";
+  message += " (`detnccl dump` and `detnccl stats` read a single file)";
+  return message;
+}
+
+std::unique_ptr<RankLogStream> RankLogStream::open(const RankLogFile& file, std::string& error) {
+  std::unique_ptr<RankLogStream> stream = open(file.path, error);
+  if (stream) {
+    if (std::string mismatch = rank_mismatch(file, stream->header()); !mismatch.empty()) {
+      error = std::move(mismatch);
+      return nullptr;
+    }
+  }
+  return stream;
 }
 
 std::unique_ptr<RankLogStream> RankLogStream::open(const std::string& path, std::string& error) {
@@ -116,6 +145,24 @@ bool RankLogStream::next(CallInRun& out) {
 }
 
 bool log_end_is_unusable(const records::LogEnd& end) noexcept { return end.kind == records::LogEndKind::kCorrupt; }
+
+bool is_diagnostic_setting(std::string_view name) noexcept {
+  static constexpr std::string_view kDiagnostic[] = {"DETNCCL_LOG_LEVEL",
+                                                     "DETNCCL_LOG_FILE",
+                                                     "DETNCCL_PRINT_CONFIG",
+                                                     "DETNCCL_TRACE",
+                                                     "DETNCCL_STEPS",
+                                                     "DETNCCL_RANKS",
+                                                     "DETNCCL_OPS",
+                                                     "DETNCCL_MIN_BYTES",
+                                                     "DETNCCL_SEGMENT_BYTES",
+                                                     "NCCL_DEBUG",
+                                                     "NCCL_DEBUG_FILE",
+                                                     "NCCL_DEBUG_SUBSYS",
+                                                     "NCCL_DEBUG_TIMESTAMP_FORMAT",
+                                                     "NCCL_DEBUG_TIMESTAMP_LEVELS"};
+  return std::find(std::begin(kDiagnostic), std::end(kDiagnostic), name) != std::end(kDiagnostic);
+}
 
 std::string_view log_end_name(records::LogEndKind kind) noexcept {
   switch (kind) {

@@ -23,6 +23,7 @@ namespace detnccl::analysis {
 struct RankLogFile {
   std::uint32_t rank = 0;  // from the file name (rank-NNNNN.dnc)
   std::string path;
+  bool named_by_rank = true;  // false: a single file not named rank-NNNNN.dnc (its rank is then 0)
 };
 
 // The logs of one run, sorted by rank, or why there are none.
@@ -30,10 +31,18 @@ struct RunLogs {
   std::string path;               // what the user named
   std::vector<RankLogFile> logs;  // sorted by rank, no duplicates
   std::string error;              // non-empty: the run cannot be read (names the path and why)
+  bool single_file = false;       // the path named one log file, not a run directory
 };
 
 // The rank number of a log file name ("rank-00042.dnc" gives 42); nullopt for any other name.
 std::optional<std::uint32_t> rank_from_file_name(std::string_view file_name);
+
+// Whether a log's header rank disagrees with its file name; returns the message naming both, empty when they agree
+// (or the file is not named rank-NNNNN.dnc).
+std::string rank_mismatch(const RankLogFile& file, const records::LogHeader& header);
+
+// The error for a single log file given to a command that compares ranks (diff, check); empty for a directory.
+std::string refuse_single_file(const RunLogs& run, std::string_view command);
 
 // Lists a run: `path` is a run directory (DETNCCL_DIR/RUN) holding rank-NNNNN.dnc files, or a single .dnc file
 // (its rank then comes from its name, else 0). Never throws; failures are reported in RunLogs::error.
@@ -60,6 +69,10 @@ class RankLogStream {
  public:
   // Opens and validates a log; on failure returns null and sets error (names the file and why).
   static std::unique_ptr<RankLogStream> open(const std::string& path, std::string& error);
+
+  // The same for a run's log, also refusing a header whose rank is not the one in the file's name (a renamed or
+  // copied file: its calls would be compared and matched as another rank's).
+  static std::unique_ptr<RankLogStream> open(const RankLogFile& file, std::string& error);
 
   // The log's header.
   const records::LogHeader& header() const noexcept { return reader_->header(); }
@@ -94,6 +107,14 @@ class RankLogStream {
 
 // Whether a log end makes the log unusable (a corrupt record); torn tails and truncation markers do not.
 bool log_end_is_unusable(const records::LogEnd& end) noexcept;
+
+// Whether a header setting cannot change any call's metadata or data, only what detnccl and NCCL print or what
+// detnccl fingerprints: DETNCCL_LOG_LEVEL, DETNCCL_LOG_FILE, DETNCCL_PRINT_CONFIG, the fingerprinting level and windows
+// (DETNCCL_TRACE, DETNCCL_STEPS, DETNCCL_RANKS, DETNCCL_OPS, DETNCCL_MIN_BYTES, DETNCCL_SEGMENT_BYTES) and NCCL's
+// debug output (NCCL_DEBUG, NCCL_DEBUG_FILE, NCCL_DEBUG_SUBSYS, NCCL_DEBUG_TIMESTAMP_FORMAT,
+// NCCL_DEBUG_TIMESTAMP_LEVELS). Every other setting, version and the world size can change results. diff and check
+// report differences in these as notes, never as divergences or findings.
+bool is_diagnostic_setting(std::string_view name) noexcept;
 
 // A short name of a log end: "closed", "truncated", "torn tail", "corrupt", "open".
 std::string_view log_end_name(records::LogEndKind kind) noexcept;

@@ -34,7 +34,7 @@ RunStats run_stats(const RunLogs& run, unsigned threads, std::atomic<std::size_t
           try {
             RankStats& rank = stats.ranks[i];
             rank.rank = run.logs[i].rank;
-            const auto stream = RankLogStream::open(run.logs[i].path, errors[i]);
+            const auto stream = RankLogStream::open(run.logs[i], errors[i]);
             if (!stream) return;
             rank.world_size = stream->header().world_size;
             CallInRun call;

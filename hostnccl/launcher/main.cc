@@ -1,9 +1,13 @@
 // hostnccl-run: torchrun-style launcher for single-machine NCCL (or hostnccl) jobs. See docs/launcher.md.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <iostream>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "hostnccl/launcher/rank_launcher.h"
@@ -13,9 +17,27 @@ namespace {
 // The most ranks one machine is asked to run; each rank costs the launcher two pipes (four file descriptors).
 constexpr int kMaxRanks = 1024;
 
+// The longest --timeout or --grace honoured (about 31 years); a longer one waits this long.
+constexpr double kMaxSeconds = 1e9;
+
+// Whole milliseconds, rounded up: a positive time never becomes 0, which would mean "no limit" for --timeout.
 std::chrono::milliseconds to_milliseconds(double seconds) {
-  return std::chrono::milliseconds(static_cast<long long>(seconds * 1000.0 + 0.5));
+  return std::chrono::milliseconds(static_cast<long long>(std::ceil(std::min(seconds, kMaxSeconds) * 1000.0)));
 }
+
+// A number of seconds >= 0 (finite; not NaN). RATIONALE: CLI11's NonNegativeNumber accepts "nan" and prints the
+// whole double range (300 digits) for "-1" and "inf".
+const CLI::Validator kSeconds(
+    [](std::string& text) -> std::string {
+      double value = 0;
+      const char* end = text.data() + text.size();
+      const auto [stop, error] = std::from_chars(text.data(), end, value);
+      if (text.empty() || stop != end || error != std::errc() || !std::isfinite(value) || value < 0) {
+        return "must be a non-negative number of seconds, not '" + text + "'";
+      }
+      return {};
+    },
+    "SECONDS");
 
 }  // namespace
 
@@ -40,9 +62,9 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::Range(1, kMaxRanks));
   app.add_option("--timeout", timeout_seconds, "Stop all ranks and exit 124 after this many seconds (0: never)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kSeconds);
   app.add_option("--grace", grace_seconds, "Seconds between SIGTERM and SIGKILL when ranks are stopped")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kSeconds);
   app.add_flag("--no-prefix", no_prefix, "Let ranks write straight to the launcher's stdout and stderr");
   // Everything from PROGRAM on belongs to the program, options included (hostnccl-run -n 2 sh -c 'echo hi').
   app.prefix_command();
