@@ -8,12 +8,14 @@
 #include "abi/nccl_abi.h"
 #pragma GCC visibility pop
 
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collectives/dtype_arith.h"
@@ -350,8 +352,10 @@ ncclResult_t pncclCommDestroy(ncclComm_t comm) {
 ncclResult_t pncclCommAbort(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
   if (!comm_is_valid(comm)) return fail(ncclInvalidArgument, "ncclCommAbort: comm is not a hostnccl communicator");
-  // Peers still waiting on this rank fail promptly instead of running into the timeout.
+  // Peers still waiting on this rank fail promptly instead of running into the timeout, and so does a call of
+  // another thread of this process blocked on it (the usual watchdog abort): it returns ncclRemoteError.
   if (comm->segment != nullptr) comm->segment->header().abort_flag.store(1, std::memory_order_release);
+  while (comm->drivers.load(std::memory_order_acquire) > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return pncclCommDestroy(comm);  // a group still running on a background thread sees the flag and stops
 }
 

@@ -38,6 +38,9 @@ struct ncclComm {
   bool ready = false;      // every rank has attached: operations may run
   bool finalized = false;  // ncclCommFinalize was called: no new operations
   std::atomic<ncclResult_t> async_error{ncclSuccess};
+  // Threads driving a blocking group of this communicator right now. ncclCommAbort from another thread (a watchdog)
+  // raises the abort flag, which ends their wait, and frees the communicator only once they have let go of it.
+  std::atomic<int> drivers{0};
   // Non-blocking communicators: the group last handed to a background thread (joined before the next one), and the
   // text of its failure, written before async_error leaves ncclInProgress (ncclCommGetAsyncError hands it to the
   // polling thread's ncclGetLastError).

@@ -100,6 +100,20 @@ void drop_unstarted(std::vector<std::unique_ptr<Op>>& ops, ncclResult_t result) 
   }
 }
 
+// drive() on this thread, counted in each communicator's `drivers` until the ops are gone: after the last decrement
+// nothing here touches a communicator again, so an ncclCommAbort waiting for the count may free it.
+ncclResult_t drive_holding_communicators(std::vector<std::unique_ptr<Op>>& ops) {
+  std::vector<Comm*> held;
+  for (const auto& op : ops) {
+    if (std::find(held.begin(), held.end(), op->comm()) == held.end()) held.push_back(op->comm());
+  }
+  for (Comm* comm : held) comm->drivers.fetch_add(1, std::memory_order_acq_rel);
+  const ncclResult_t result = drive(ops);
+  ops.clear();
+  for (Comm* comm : held) comm->drivers.fetch_sub(1, std::memory_order_acq_rel);
+  return result;
+}
+
 // The outermost ncclGroupEnd (or a call outside any group): blocking communicators are driven here; a group of
 // non-blocking ones goes to a background thread (RATIONALE: real NCCL progresses those on its own threads too).
 // A non-blocking communicator's init (ncclCommInitRankConfig with blocking = 0, alone or in a group of such inits)
@@ -113,7 +127,7 @@ ncclResult_t run_group(std::vector<std::unique_ptr<Op>> ops) {
     creates = creates || op->creates_communicator();
     stays_blocking = stays_blocking || op->stays_blocking();
   }
-  if (!any_non_blocking || stays_blocking || (creates && any_blocking)) return drive(ops);
+  if (!any_non_blocking || stays_blocking || (creates && any_blocking)) return drive_holding_communicators(ops);
   if (any_blocking) {
     set_last_error("hostnccl: ncclGroupEnd: a group may not mix blocking and non-blocking communicators");
     drop_unstarted(ops, ncclInvalidUsage);

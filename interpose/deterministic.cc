@@ -370,6 +370,11 @@ void note_premulsum(ncclComm_t comm, ncclRedOp_t op, const void* scalar, ncclDat
   }
 }
 
+void discard_deferred_deterministic() noexcept {
+  t_deferred.clear();
+  t_cliques_to_nccl.clear();
+}
+
 void note_communicator_clique(ncclComm_t comm, std::uint64_t clique, ncclComm_t parent) noexcept {
   if (!deterministic_enabled() || comm == nullptr) return;
   try {

@@ -31,6 +31,10 @@ std::optional<ncclResult_t> run_deterministic(const CallShape& shape, bool in_gr
 // first failure, or ncclSuccess.
 ncclResult_t run_deferred_deterministic(bool group_in_progress) noexcept;
 
+// At the outermost ncclGroupSimulateEnd: NCCL ended the group without running it, so this thread's deferred
+// reductions are dropped unrun too.
+void discard_deferred_deterministic() noexcept;
+
 // A PreMulSum operator was created: remembers what it computes (a host-immediate scalar is copied now).
 void note_premulsum(ncclComm_t comm, ncclRedOp_t op, const void* scalar, ncclDataType_t datatype,
                     ncclScalarResidence_t residence) noexcept;

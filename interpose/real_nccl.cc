@@ -76,6 +76,12 @@ void* find_real_symbol(const char* strong_name, const char* weak_name, void* own
 
 RealNccl& real_nccl() noexcept { return g_real_nccl; }
 
+bool real_nccl_has_group_simulate_end() noexcept {
+  resolve_real_nccl();
+  const auto real = g_real_nccl.ncclGroupSimulateEnd.load(std::memory_order_relaxed);
+  return real != &missing_ncclGroupSimulateEnd && real != &resolve_then_ncclGroupSimulateEnd;
+}
+
 bool resolve_real_nccl() noexcept {
   static std::mutex resolving;
   const std::lock_guard<std::mutex> lock(resolving);

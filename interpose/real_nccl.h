@@ -29,6 +29,10 @@ RealNccl& real_nccl() noexcept;
 // number of times. Returns true when the core (REQUIRED) entry points were all found.
 bool resolve_real_nccl() noexcept;
 
+// Whether the loaded NCCL exports ncclGroupSimulateEnd (an OPTIONAL entry point: older NCCLs and hostnccl lack it,
+// and the shim's stand-in then returns ncclInvalidUsage without ending any group).
+bool real_nccl_has_group_simulate_end() noexcept;
+
 }  // namespace detnccl::interpose
 
 // Calls the real NCCL's `name`, resolving it first if needed.

@@ -293,6 +293,11 @@ void configure_once() {
   process->config = parsed.config();
   for (std::string_view entry : config::process_environment()) process->environment_copy.emplace_back(entry);
   configure_log(process->config);
+  // Messages carry the rank from the start when the launcher names it (the log's own rank replaces it later),
+  // so that deterministic-mode warnings of an untraced job say which rank they come from.
+  if (const auto rank = config::global_rank_from_environment(views_of(process->environment_copy))) {
+    set_log_rank(rank->rank);
+  }
   if (process->config.print_config) {
     std::fprintf(stderr, "[detnccl] effective configuration (pid %d):\n%s", static_cast<int>(getpid()),
                  config::format_config(process->config).c_str());

@@ -180,8 +180,17 @@ DETNCCL_EXPORT ncclResult_t ncclGroupEnd() {
   return result;
 }
 
+// NCCL ends the group here as ncclGroupEnd does (its depth drops whatever the result), but only estimates it: none
+// of its operations run. The shim closes its group too, so that later calls are not taken as inside one: deferred
+// deterministic reductions are dropped unrun, and the tracer writes the group's records (calls NCCL was given; their
+// outputs are whatever the buffers held). With an NCCL that lacks the entry point nothing ended, and nothing changes.
 DETNCCL_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
-  return DETNCCL_REAL(ncclGroupSimulateEnd)(simInfo);
+  const ncclResult_t result = DETNCCL_REAL(ncclGroupSimulateEnd)(simInfo);
+  if (shim_active() && detnccl::interpose::real_nccl_has_group_simulate_end()) {
+    if (detnccl::interpose::group_depth() == 1) detnccl::interpose::discard_deferred_deterministic();
+    detnccl::interpose::on_group_end(result);
+  }
+  return result;
 }
 
 DETNCCL_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,

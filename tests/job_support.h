@@ -5,10 +5,13 @@
 
 #include <dlfcn.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "abi/nccl_abi.h"
 #include "hostnccl/launcher/bootstrap.h"
@@ -55,6 +58,20 @@ inline ncclComm_t init_job_communicator(const JobRank& job) {
   std::fprintf(stderr, "rank %d: ncclCommInitRank failed: %s (%s)\n", job.rank, ncclGetErrorString(result),
                ncclGetLastError(nullptr));
   return nullptr;
+}
+
+// Values of rank r at step s spanning 40 decimal orders of magnitude, both signs (as examples/allreduce_variation):
+// their fp32 sum depends on the order of addition.
+inline std::vector<float> wide_magnitude_values(int rank, int step, std::size_t count) {
+  std::mt19937_64 generator(0x5eed0000u + static_cast<unsigned>(rank) * 7919u + static_cast<unsigned>(step));
+  std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
+  std::uniform_int_distribution<int> exponent(-20, 20);
+  std::vector<float> values(count);
+  for (float& v : values) {
+    v = (generator() & 1 ? -1.0f : 1.0f) * mantissa(generator) *
+        std::pow(10.0f, static_cast<float>(exponent(generator)));
+  }
+  return values;
 }
 
 }  // namespace detnccl::test

@@ -13,6 +13,12 @@
 //       One rank: CALLS AllReduces (checked), then one group of 4096 zero-count Sends to itself during which every
 //       allocation of 64 KiB or more fails with std::bad_alloc (operator new is replaced in this program: the shim's
 //       allocations come here too), then CALLS AllReduces more. Exits 0 when every call succeeded.
+//   shim_process_job watchdog-abort
+//       Forks 2 ranks. Rank 0 makes an fp32 AllReduce of 1 Mi elements that rank 1 does not join (it waits until rank 0
+//       is done); after 200 ms a watchdog thread of rank 0 calls ncclCommAbort, which must end the blocked call with an
+//       error (with DETNCCL_DETERMINISTIC=1 the shim's algorithm is the one blocked, using its scratch). Exits 0 when
+//       the call failed, the abort succeeded and both ranks exited 0.
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +30,7 @@
 #include <new>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "abi/nccl_abi.h"
@@ -62,19 +69,6 @@ bool small_allreduces(ncclComm_t comm, int calls) {
   return true;
 }
 
-// Values spanning 40 decimal orders of magnitude, both signs: their fp32 sum depends on the order of addition.
-std::vector<float> wide_values(int rank, int step, std::size_t count) {
-  std::mt19937_64 generator(0x5eed0000u + static_cast<unsigned>(rank) * 7919u + static_cast<unsigned>(step));
-  std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
-  std::uniform_int_distribution<int> exponent(-20, 20);
-  std::vector<float> values(count);
-  for (float& v : values) {
-    v = (generator() & 1 ? -1.0f : 1.0f) * mantissa(generator) *
-        std::pow(10.0f, static_cast<float>(exponent(generator)));
-  }
-  return values;
-}
-
 int run_rank(int rank, int nranks, int steps, const ncclUniqueId& id) {
   setenv("RANK", std::to_string(rank).c_str(), 1);
   setenv("WORLD_SIZE", std::to_string(nranks).c_str(), 1);
@@ -83,7 +77,7 @@ int run_rank(int rank, int nranks, int steps, const ncclUniqueId& id) {
   const auto set_step = detnccl::test::find_set_step();
   for (int step = 0; step < steps; ++step) {
     if (set_step != nullptr) set_step(static_cast<std::uint64_t>(step));
-    const std::vector<float> input = wide_values(rank, step, 4096);
+    const std::vector<float> input = detnccl::test::wide_magnitude_values(rank, step, 4096);
     std::vector<float> output(input.size());
     if (!ok(ncclAllReduce(input.data(), output.data(), input.size(), ncclFloat32, ncclSum, comm, nullptr),
             "ncclAllReduce")) {
@@ -144,6 +138,49 @@ int oom_in_group_mode(int calls) {
   return 0;
 }
 
+int watchdog_abort_mode() {
+  ncclUniqueId id;
+  if (!ok(ncclGetUniqueId(&id), "ncclGetUniqueId")) return 1;
+  auto* rank0_done = static_cast<std::atomic<int>*>(
+      mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  if (rank0_done == MAP_FAILED) return 1;
+  new (rank0_done) std::atomic<int>(0);
+  pid_t children[2] = {};
+  for (int rank = 0; rank < 2; ++rank) {
+    children[rank] = fork();
+    if (children[rank] < 0) return 1;
+    if (children[rank] > 0) continue;
+    setenv("RANK", std::to_string(rank).c_str(), 1);
+    setenv("WORLD_SIZE", "2", 1);
+    ncclComm_t comm = nullptr;
+    if (!ok(ncclCommInitRank(&comm, 2, id, rank), "ncclCommInitRank")) std::_Exit(1);
+    if (rank == 1) {
+      while (rank0_done->load() == 0) usleep(5000);
+      ncclCommAbort(comm);  // its peer is gone
+      std::exit(0);
+    }
+    ncclResult_t aborted = ncclInternalError;  // written by the watchdog, read after joining it
+    std::thread watchdog([comm, &aborted] {
+      usleep(200000);
+      aborted = ncclCommAbort(comm);
+    });
+    std::vector<float> input(1 << 20, 1.0f), output(input.size());
+    const ncclResult_t blocked =
+        ncclAllReduce(input.data(), output.data(), input.size(), ncclFloat32, ncclSum, comm, nullptr);
+    watchdog.join();
+    rank0_done->store(1);
+    std::printf("watchdog-abort: the blocked AllReduce returned %d, the abort %d\n", static_cast<int>(blocked),
+                static_cast<int>(aborted));
+    std::exit(blocked != ncclSuccess && aborted == ncclSuccess ? 0 : 1);
+  }
+  int failed = 0;
+  for (pid_t child : children) {
+    int status = 0;
+    if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
+  }
+  return failed == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 // Replaced for the whole program (the preloaded shim's allocations included), to make allocations fail on demand.
@@ -159,6 +196,7 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "fork-ranks" && argc == 4) return fork_ranks_mode(std::atoi(argv[2]), std::atoi(argv[3]));
   if (mode == "oom-in-group" && argc == 3) return oom_in_group_mode(std::atoi(argv[2]));
-  std::fprintf(stderr, "usage: %s fork-ranks N STEPS | oom-in-group CALLS\n", argv[0]);
+  if (mode == "watchdog-abort" && argc == 2) return watchdog_abort_mode();
+  std::fprintf(stderr, "usage: %s fork-ranks N STEPS | oom-in-group CALLS | watchdog-abort\n", argv[0]);
   return 2;
 }

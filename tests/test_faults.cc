@@ -29,6 +29,7 @@
 #include "hash/fingerprint.h"
 #include "records/log_reader.h"
 #include "records/record_writer.h"
+#include "tests/log_support.h"
 #include "tests/test_support.h"
 
 namespace {
@@ -48,34 +49,9 @@ using nlohmann::json;
 
 constexpr std::chrono::seconds kDeadline{120};
 
-struct Log {
-  std::vector<CommunicatorRecord> communicators;
-  std::vector<CallRecord> calls;
-  detnccl::records::LogEnd end;
-  std::unique_ptr<LogReader> reader;  // owns the memory the spans point into
-  std::string error;                  // the log could not be opened
-};
-
-Log read_log(const std::string& path) {
-  Log log;
-  auto opened = LogReader::open_file(path);
-  if (!opened.reader) {
-    log.error = opened.error;
-    return log;
-  }
-  LogRecord record;
-  while (opened.reader->next(record)) {
-    if (auto* call = std::get_if<CallRecord>(&record.record)) log.calls.push_back(*call);
-    if (auto* comm = std::get_if<CommunicatorRecord>(&record.record)) log.communicators.push_back(*comm);
-  }
-  log.end = opened.reader->end();
-  log.reader = std::move(opened.reader);
-  return log;
-}
-
-std::string rank_log(const std::string& run_dir, std::uint32_t rank) {
-  return run_dir + "/" + detnccl::records::rank_log_file_name(rank);
-}
+using detnccl::test::Log;
+using detnccl::test::rank_log;
+using detnccl::test::read_log;
 
 // The single-process job: RANKS threads, CALLS AllReduces of COUNT floats each, shim preloaded.
 ProcessOutcome threads_job(const TempDir& scratch, const std::vector<std::string>& environment, int ranks, int calls,

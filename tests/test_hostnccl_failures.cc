@@ -79,6 +79,41 @@ TEST(HostncclFailures, PeerThatNeverJoinsTimesOut) {
   EXPECT_TRUE(result.all_ok());
 }
 
+TEST(HostncclFailures, AbortFromAnotherThreadEndsABlockedCall) {
+  // A watchdog thread aborts the communicator while the rank's own thread is blocked in an AllReduce that the other
+  // rank never joins: the call returns ncclRemoteError (not the timeout), and the abort frees the communicator only
+  // after the blocked call has let go of it (ASan reports a use after free otherwise).
+  ScopedEnv env{{"HOSTNCCL_TIMEOUT_S", "30"}};
+  SharedMemory flag(sizeof(std::atomic<int>));
+  auto* rank0_done = new (flag.as<void>()) std::atomic<int>(0);
+  const ForkResult result = fork_ranks(2, [&](int rank, const ncclUniqueId& id) {
+    RankCheck check(rank);
+    ncclComm_t comm = nullptr;
+    if (!check.ok(ncclCommInitRank(&comm, 2, id, rank), "ncclCommInitRank")) return 1;
+    if (rank == 1) {
+      while (rank0_done->load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      ncclCommAbort(comm);  // its peer aborted: nothing more to do on it
+      return 0;
+    }
+    ncclResult_t aborted = ncclInternalError;  // written by the watchdog, read after joining it
+    std::thread watchdog([comm, &aborted] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      aborted = ncclCommAbort(comm);
+    });
+    int x = 1;
+    const auto started = std::chrono::steady_clock::now();
+    const ncclResult_t outcome = ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, comm, nullptr);
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    watchdog.join();
+    rank0_done->store(1);
+    check.ok(aborted, "ncclCommAbort");
+    check.expect(outcome == ncclRemoteError, "the blocked call returned %d", static_cast<int>(outcome));
+    check.expect(waited < 10, "the blocked call ended %.1f s later, not at the abort", waited);
+    return check.failures() == 0 ? 0 : 1;
+  });
+  EXPECT_TRUE(result.all_ok());
+}
+
 TEST(HostncclFailures, InitWithoutPeersTimesOutAndUnlinks) {
   ScopedEnv env{{"HOSTNCCL_TIMEOUT_S", "1"}};
   ncclUniqueId id;

@@ -13,15 +13,13 @@
 
 #include "records/log_reader.h"
 #include "records/record_writer.h"
+#include "tests/log_support.h"
 #include "tests/test_support.h"
 
 namespace {
 
 using detnccl::records::CallRecord;
-using detnccl::records::CommunicatorRecord;
 using detnccl::records::LogEndKind;
-using detnccl::records::LogReader;
-using detnccl::records::LogRecord;
 using detnccl::test::environment_with;
 using detnccl::test::occurrences;
 using detnccl::test::ProcessOutcome;
@@ -30,34 +28,9 @@ using detnccl::test::TempDir;
 
 constexpr std::chrono::seconds kDeadline{120};
 
-struct Log {
-  std::vector<CommunicatorRecord> communicators;
-  std::vector<CallRecord> calls;
-  detnccl::records::LogEnd end;
-  std::unique_ptr<LogReader> reader;  // owns the memory the spans point into
-  std::string error;                  // the log could not be opened
-};
-
-Log read_log(const std::string& path) {
-  Log log;
-  auto opened = LogReader::open_file(path);
-  if (!opened.reader) {
-    log.error = opened.error;
-    return log;
-  }
-  LogRecord record;
-  while (opened.reader->next(record)) {
-    if (auto* call = std::get_if<CallRecord>(&record.record)) log.calls.push_back(*call);
-    if (auto* comm = std::get_if<CommunicatorRecord>(&record.record)) log.communicators.push_back(*comm);
-  }
-  log.end = opened.reader->end();
-  log.reader = std::move(opened.reader);
-  return log;
-}
-
-std::string rank_log(const std::string& run_dir, std::uint32_t rank) {
-  return run_dir + "/" + detnccl::records::rank_log_file_name(rank);
-}
+using detnccl::test::Log;
+using detnccl::test::rank_log;
+using detnccl::test::read_log;
 
 ProcessOutcome process_job(const TempDir& scratch, const std::vector<std::string>& arguments,
                            const std::vector<std::string>& environment) {
@@ -140,6 +113,19 @@ TEST(ShimTracerStop, OutOfMemoryInAGroupEndsTheLogWithATruncationMarker) {
   ASSERT_EQ(log.communicators.size(), 1u);
   ASSERT_EQ(log.calls.size(), static_cast<std::size_t>(kCalls)) << "the calls before the failure, intact";
   for (std::size_t i = 0; i < log.calls.size(); ++i) EXPECT_EQ(log.calls[i].seq, i);
+}
+
+TEST(ShimWatchdog, AnAbortFromAnotherThreadEndsABlockedDeterministicCall) {
+  // A framework watchdog aborts a communicator while a deterministic AllReduce is blocked on it (its peer never
+  // joins): the call fails, the abort returns, and the scratch the blocked call uses is freed only after the call
+  // has let go of it (under ASan a use after free stops the job).
+  TempDir scratch;
+  for (const std::string mode : {"DETNCCL_DETERMINISTIC=1", "DETNCCL_DETERMINISTIC=0"}) {
+    const ProcessOutcome job = process_job(
+        scratch, {"watchdog-abort"}, {mode, "DETNCCL_DIR=" + (scratch / "logs"), "DETNCCL_RUN=" + mode.substr(22)});
+    EXPECT_EQ(job.exit_code, 0) << mode << "\n" << job.output;
+    EXPECT_NE(job.output.find("the abort 0"), std::string::npos) << mode << "\n" << job.output;
+  }
 }
 
 }  // namespace

@@ -536,6 +536,24 @@ TEST(ShimApiTour, SplitsPreMulSumAndQueriesAreRecordedFaithfully) {
   EXPECT_EQ(groups, (std::vector<std::vector<int>>{{0, 1, 2}, {0, 1, 2, 3}, {0, 1, 2, 3}, {0, 2}, {1, 3}}));
 }
 
+TEST(ShimTrace, GroupSimulateEndClosesTheShimsGroupToo) {
+  // NCCL's ncclGroupSimulateEnd ends the group (hostnccl lacks it: a stand-in preloaded after the shim does what NCCL
+  // does). If the shim kept counting the group as open, every later call of the thread would be taken as inside it:
+  // deterministic reductions deferred for good (wrong outputs: trace_job checks them) and no record written.
+  TempDir dir;
+  const CommandResult job =
+      run("env HOSTNCCL_TIMEOUT_S=20 DETNCCL_DETERMINISTIC=1 DETNCCL_DIR=" + dir.path() +
+          " DETNCCL_RUN=sim " DETNCCL_LAUNCHER " -n 2 --timeout 120 -- env LD_PRELOAD=" DETNCCL_SHIM_PATH
+          ":" DETNCCL_SIMULATE_END_STUB " " DETNCCL_TRACE_JOB " --steps 2 --simulated-group");
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  const std::size_t per_step = detnccl::test::script_step(0, 2, 0).size();
+  for (int rank = 0; rank < 2; ++rank) {
+    const RankLog log = read_log(rank_log(dir.path(), "sim", rank));
+    EXPECT_EQ(log.calls.size(), 2 * per_step) << "rank " << rank;
+    EXPECT_EQ(log.end, detnccl::records::LogEndKind::kClosed) << "rank " << rank;
+  }
+}
+
 TEST(ShimConfiguration, AnInvalidSettingStopsTheJobWithAMessageNamingIt) {
   TempDir dir;
   const CommandResult bad_value = run_traced_job(1, "DETNCCL_DIR=" + dir.path() + " DETNCCL_TRACE=everything");

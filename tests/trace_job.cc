@@ -68,20 +68,6 @@ void perturb_input(ScriptCall& call) {
   }
 }
 
-// Values of rank r at step s spanning 40 decimal orders of magnitude, both signs (as
-// examples/allreduce_variation): their fp32 sum depends on the order of addition.
-std::vector<float> wide_magnitude_values(int rank, int step, std::size_t count) {
-  std::mt19937_64 generator(0x5eed0000u + static_cast<unsigned>(rank) * 7919u + static_cast<unsigned>(step));
-  std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
-  std::uniform_int_distribution<int> exponent(-20, 20);
-  std::vector<float> values(count);
-  for (float& v : values) {
-    v = (generator() & 1 ? -1.0f : 1.0f) * mantissa(generator) *
-        std::pow(10.0f, static_cast<float>(exponent(generator)));
-  }
-  return values;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -96,6 +82,7 @@ int main(int argc, char** argv) {
   bool unknown_op = false;
   bool group_init = false;
   bool reduce_in_init_group = false;
+  bool simulated_group = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--steps" && i + 1 < argc) {
@@ -118,13 +105,15 @@ int main(int argc, char** argv) {
       group_init = true;
     } else if (arg == "--reduce-in-init-group") {  // with --group-init: an AllReduce inside that group (printed)
       reduce_in_init_group = true;
+    } else if (arg == "--simulated-group") {  // an empty group ended by ncclGroupSimulateEnd, before the steps
+      simulated_group = true;
     } else if (arg == "--unknown-op") {  // reductions NCCL must refuse (unknown operator, datatype, root)
       unknown_op = true;
     } else {
       std::fprintf(stderr,
                    "usage: %s [--steps N] [--first-step K] [--die-at-step K] [--perturb-rank R --perturb-step K] "
                    "[--wide-allreduce [--wide-grouped]] [--nonblocking] [--group-init [--reduce-in-init-group]] "
-                   "[--unknown-op]\n",
+                   "[--simulated-group] [--unknown-op]\n",
                    argv[0]);
       return 2;
     }
@@ -154,6 +143,13 @@ int main(int argc, char** argv) {
     if (!ok(result, "ncclCommInitRankConfig")) return 1;
   } else if ((comm = detnccl::test::init_job_communicator(job)) == nullptr) {
     return 1;
+  }
+
+  if (simulated_group) {
+    ncclSimInfo_t estimate = NCCL_SIM_INFO_INITIALIZER;
+    if (!ok(ncclGroupStart(), "ncclGroupStart") || !ok(ncclGroupSimulateEnd(&estimate), "ncclGroupSimulateEnd")) {
+      return 1;
+    }
   }
 
   if (unknown_op) {
@@ -201,7 +197,7 @@ int main(int argc, char** argv) {
       kill(getpid(), SIGKILL);
     }
     if (wide_allreduce) {
-      const std::vector<float> input = wide_magnitude_values(rank, step, 4096);
+      const std::vector<float> input = detnccl::test::wide_magnitude_values(rank, step, 4096);
       std::vector<float> output(input.size());
       if (!ok(ncclAllReduce(input.data(), output.data(), input.size(), ncclFloat32, ncclSum, comm, nullptr),
               "ncclAllReduce")) {
