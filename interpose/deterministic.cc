@@ -193,12 +193,17 @@ void lock_before_fork() {
 void unlock_in_parent() {
   if (g_state != nullptr) g_state->mutex.unlock();
 }
+// A fork()ed child's leftover of its parent's communicators. RATIONALE: kept reachable from a global, so that leak
+// checkers (ASan's at the child's exit) see a deliberate leftover.
+// (volatile: the compiler must not drop a store that nothing reads).
+std::map<ncclComm_t, std::shared_ptr<CommunicatorState>>* volatile g_parent_communicators = nullptr;
+
 void forget_parent_in_child() {
   t_deferred.clear();
   t_cliques_to_nccl.clear();
   if (g_state == nullptr) return;
   try {
-    new auto(std::move(g_state->communicators));  // never freed, on purpose
+    g_parent_communicators = new auto(std::move(g_state->communicators));  // never freed, on purpose
   } catch (...) {
     // Out of memory: the states are freed instead (host scratch is fine; a device free fails harmlessly).
   }

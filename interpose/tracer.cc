@@ -253,16 +253,34 @@ void unlock_in_parent() {
 // the parent's. The child forgets them without writing to the log, and starts over as a process of its own: tracing
 // (and deterministic mode, which shim_active() keeps on) go on, and the child's first communicator opens a log of its
 // own (named by the child's rank; if that file exists, the usual one warning says so and the child runs untraced).
+// What a fork()ed child keeps of its parent's tracer, untouched and never freed: the writer (its mutex may have been
+// held by a parent thread at fork time), the communicators, the queued and grouped records (their destructors are
+// the parent's business). RATIONALE: kept reachable here so that leak checkers (ASan's at a child's exit) see them
+// as the deliberate leftovers they are (volatile: the compiler must not drop stores that nothing reads).
+struct ParentLeftovers {
+  records::RecordWriter* volatile writer = nullptr;
+  std::unordered_map<ncclComm_t, Communicator*>* volatile communicators = nullptr;
+  std::deque<PendingCall>* volatile queue = nullptr;
+  std::vector<PendingCall>* volatile group_pending = nullptr;
+};
+ParentLeftovers g_parent_leftovers;
+
 void start_over_in_child() {
   Process* process = g_process;
   if (process == nullptr) return;
-  // RATIONALE: the writer object is left allocated: its mutex may have been held by a parent thread at fork time.
-  if (process->writer) process->writer.release()->detach_after_fork();
+  records::RecordWriter* const writer = process->writer.release();
+  g_parent_leftovers.writer = writer;
+  if (writer != nullptr) writer->detach_after_fork();
   process->active_writer.store(nullptr, std::memory_order_release);
   process->writer_attempted = false;
   process->forked_child = true;
   process->first_id_known = false;
   process->global_rank = 0;
+  try {
+    g_parent_leftovers.communicators =
+        new std::unordered_map<ncclComm_t, Communicator*>(std::move(process->communicators));
+  } catch (...) {
+  }
   process->communicators.clear();
   process->pending_communicators.clear();
   process->pending_count.store(0, std::memory_order_relaxed);
@@ -270,13 +288,27 @@ void start_over_in_child() {
   communicators_changed(*process);
   process->next_ordinal.store(0, std::memory_order_relaxed);
   process->next_call.store(0, std::memory_order_relaxed);
-  // RATIONALE: the parent's collector thread does not exist here (joining it would wait forever), and its queued
-  // records are the parent's: both are abandoned in place (placement new, no destructor runs).
+  // RATIONALE: the parent's collector thread does not exist here (joining it would wait forever): its handle is
+  // abandoned in place (placement new, no destructor runs). Its queued records are the parent's (leftovers).
   if (process->collector.joinable()) new (&process->collector) std::thread();
-  if (!process->queue.empty()) new (&process->queue) std::deque<PendingCall>();
+  if (!process->queue.empty()) {
+    try {
+      g_parent_leftovers.queue = new std::deque<PendingCall>(std::move(process->queue));
+      process->queue.clear();
+    } catch (...) {
+      new (&process->queue) std::deque<PendingCall>();  // out of memory: abandoned without a trace
+    }
+  }
   process->stopping = false;
   GroupState& group = t_thread.group;
-  if (!group.pending.empty()) new (&group.pending) std::vector<PendingCall>();  // the parent's calls
+  if (!group.pending.empty()) {
+    try {
+      g_parent_leftovers.group_pending = new std::vector<PendingCall>(std::move(group.pending));
+      group.pending.clear();
+    } catch (...) {
+      new (&group.pending) std::vector<PendingCall>();  // out of memory: abandoned without a trace
+    }
+  }
   process->queue_mutex.unlock();
   process->mutex.unlock();
 }
