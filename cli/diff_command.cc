@@ -99,6 +99,11 @@ json divergence_json(const CallDivergence& d) {
   return out;
 }
 
+// How a rank's log ends, or "no header" for a file whose writer died before writing one (no records).
+std::string end_name(records::LogEndKind kind, const std::string& no_header) {
+  return no_header.empty() ? std::string(analysis::log_end_name(kind)) : std::string("no header");
+}
+
 json rank_json(const RankDiff& rank) {
   json out = {{"rank", rank.rank},
               {"in_a", rank.in_a},
@@ -111,8 +116,10 @@ json rank_json(const RankDiff& rank) {
               {"missing_in_a", rank.missing_in_a},
               {"missing_in_b", rank.missing_in_b},
               {"not_compared", rank.not_compared},
-              {"end_a", analysis::log_end_name(rank.end_a)},
-              {"end_b", analysis::log_end_name(rank.end_b)}};
+              {"end_a", end_name(rank.end_a, rank.no_header_a)},
+              {"end_b", end_name(rank.end_b, rank.no_header_b)}};
+  if (rank.late_start_a) out["late_start_a"] = *rank.late_start_a;
+  if (rank.late_start_b) out["late_start_b"] = *rank.late_start_b;
   out["first"] = rank.first ? divergence_json(*rank.first) : json(nullptr);
   return out;
 }

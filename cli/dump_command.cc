@@ -173,6 +173,23 @@ class Dumper {
     }
   }
 
+  // A file with no header (records::OpenedLog::no_header): its header and end lines, in place of its records.
+  void no_header(const RankLogFile& file, const std::string& message) {
+    if (format_ == "text") {
+      std::cout << "# rank " << file.rank << " (" << file.path << "): no header\n# end (no header): " << message
+                << '\n';
+    } else if (format_ == "jsonl") {
+      std::cout << nlohmann::json({{"type", "end"},
+                                   {"rank", file.rank},
+                                   {"path", file.path},
+                                   {"kind", "no header"},
+                                   {"offset", 0},
+                                   {"message", message}})
+                       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                << '\n';
+    }
+  }
+
   void end(std::uint32_t rank, const records::LogEnd& e) {
     if (format_ == "text") {
       std::cout << "# end (" << analysis::log_end_name(e.kind) << "): " << e.message << '\n';
@@ -212,7 +229,16 @@ int dump_command(const DumpOptions& options) {
   for (const RankLogFile& file : files) {
     if (!std::cout) break;
     std::string error;
-    const auto stream = analysis::RankLogStream::open(file.path, error);
+    bool no_header = false;
+    const auto stream = analysis::RankLogStream::open(file.path, error, &no_header);
+    if (!stream && no_header) {
+      // Not unusable: the writer died before writing anything, so there is nothing to dump. Said on stdout (text
+      // and jsonl) and on stderr (every format: CSV has no place for it).
+      dumper.no_header(file, error);
+      std::cout.flush();
+      std::cerr << "detnccl dump: warning: " << error << '\n';
+      continue;
+    }
     if (!stream) {
       std::cout.flush();
       std::cerr << "detnccl dump: " << error << '\n';

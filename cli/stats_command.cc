@@ -35,6 +35,11 @@ std::string bytes_text(std::uint64_t bytes) {
   return text;
 }
 
+// How a rank's log ends: "closed", "torn tail"..., or "no header" when its writer died before writing one.
+std::string end_name(const analysis::RankStats& rank) {
+  return rank.no_header ? std::string("no header") : std::string(analysis::log_end_name(rank.end));
+}
+
 std::string steps_text(const std::optional<std::uint64_t>& first, const std::optional<std::uint64_t>& last) {
   if (!first) return "none";
   return *first == *last ? std::to_string(*first) : std::to_string(*first) + "-" + std::to_string(*last);
@@ -81,7 +86,7 @@ int stats_command(const StatsCommandOptions& options) {
     for (const auto& rank : stats.ranks) {
       json entry = volume_json(rank.total);
       entry["rank"] = rank.rank;
-      entry["end"] = analysis::log_end_name(rank.end);
+      entry["end"] = end_name(rank);
       entry["end_message"] = rank.end_message;
       entry["first_step"] = rank.first_step ? json(*rank.first_step) : json(nullptr);
       entry["last_step"] = rank.last_step ? json(*rank.last_step) : json(nullptr);
@@ -109,7 +114,7 @@ int stats_command(const StatsCommandOptions& options) {
               << ":\n";
     const std::size_t shown = options.verbose ? incomplete.size() : std::min<std::size_t>(incomplete.size(), 10);
     for (std::size_t i = 0; i < shown; ++i) {
-      std::cout << "    rank " << incomplete[i]->rank << " (" << analysis::log_end_name(incomplete[i]->end)
+      std::cout << "    rank " << incomplete[i]->rank << " (" << end_name(*incomplete[i])
                 << "): " << incomplete[i]->end_message << "\n";
     }
     if (shown < incomplete.size()) std::cout << "    ... " << incomplete.size() - shown << " more\n";
@@ -135,8 +140,7 @@ int stats_command(const StatsCommandOptions& options) {
     const auto& rank = stats.ranks[i];
     std::snprintf(line, sizeof line, "  rank %6u  %12llu calls  %12s  steps %-12s  %s\n", rank.rank,
                   static_cast<unsigned long long>(rank.total.calls), bytes_text(rank.total.bytes).c_str(),
-                  steps_text(rank.first_step, rank.last_step).c_str(),
-                  std::string(analysis::log_end_name(rank.end)).c_str());
+                  steps_text(rank.first_step, rank.last_step).c_str(), end_name(rank).c_str());
     std::cout << line;
   }
   if (shown < stats.ranks.size()) {

@@ -66,6 +66,7 @@ OpenedLog LogReader::open_file(const std::string& path) noexcept {
     ::close(fd);
     if (std::string problem = reader->read_header(); !problem.empty()) {
       result.error = path + ": " + problem;
+      result.no_header = reader->no_header_;
       return result;
     }
     result.reader = std::move(reader);
@@ -86,6 +87,7 @@ OpenedLog LogReader::from_bytes(std::span<const std::byte> bytes) noexcept {
     reader->size_ = bytes.size();
     if (std::string problem = reader->read_header(); !problem.empty()) {
       result.error = problem;
+      result.no_header = reader->no_header_;
       return result;
     }
     result.reader = std::move(reader);
@@ -100,7 +102,41 @@ LogReader::~LogReader() {
   if (mapping_ != nullptr) munmap(mapping_, size_);
 }
 
+bool LogReader::header_area_is_zero() const noexcept {
+  const auto zero = [](std::byte b) { return b == std::byte{0}; };
+  // RATIONALE: bounded, so that a multi-GiB file of zeros costs no more than a log's largest header to refuse; a
+  // valid log fails at its first byte (the magic), so this costs a log nothing.
+  const std::uint64_t head = std::min(size_, kNoHeaderScanBytes);
+  const std::uint64_t tail = std::min(size_ - head, kNoHeaderTailBytes);
+  return std::all_of(data_, data_ + head, zero) && std::all_of(data_ + size_ - tail, data_ + size_, zero);
+}
+
 std::string LogReader::read_header() {
+  if (header_area_is_zero()) {
+    // RATIONALE: the writer creates the file (O_EXCL), reserves its space (posix_fallocate: zeros), then writes the
+    // header; a process killed in between leaves this. It is not damage, and the log holds no records.
+    no_header_ = true;
+    std::string text = "no header: ";
+    if (size_ == 0) {
+      text += "the file is empty";
+    } else if (size_ <= kNoHeaderScanBytes) {
+      text += "the file's ";
+      text += std::to_string(size_);
+      text += " bytes are all zero";
+    } else {
+      text += "the file's first ";
+      text += std::to_string(kNoHeaderScanBytes);
+      text += " and last ";
+      text += std::to_string(std::min(size_ - kNoHeaderScanBytes, kNoHeaderTailBytes));
+      text += " bytes (of ";
+      text += std::to_string(size_);
+      text += ") are zero";
+    }
+    text +=
+        ": its writer was killed after creating the log and before writing its header, so this rank's log holds "
+        "no records";
+    return text;
+  }
   if (size_ < sizeof(std::uint64_t)) return "not a detnccl log (" + std::to_string(size_) + " bytes)";
   const auto magic = load<std::uint64_t>(data_);
   if (magic == __builtin_bswap64(kMagic)) {

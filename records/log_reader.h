@@ -59,7 +59,18 @@ class LogReader;
 struct OpenedLog {
   std::unique_ptr<LogReader> reader;
   std::string error;
+  // With no reader: the file holds no header at all, only what the writer leaves when it is killed between creating
+  // the file (O_EXCL) and writing the header: no bytes, or zeros (its reservation). error then says so. Not damage:
+  // that rank's log holds no records. Decided from a bounded read: the file is empty, or its first
+  // kNoHeaderScanBytes bytes (or all of it when shorter) and its last kNoHeaderTailBytes bytes are zero. Any
+  // other content that is not a log (text, a damaged header) is not this.
+  bool no_header = false;
 };
+
+// How much of a file open_file() reads to tell a log whose writer died before its header (OpenedLog::no_header):
+// the first kNoHeaderScanBytes, the largest header a log can have, and the last kNoHeaderTailBytes.
+inline constexpr std::uint64_t kNoHeaderScanBytes = kMaxHeaderBytes;
+inline constexpr std::uint64_t kNoHeaderTailBytes = 64u << 10;
 
 class LogReader {
  public:
@@ -92,8 +103,10 @@ class LogReader {
 
  private:
   LogReader() = default;
-  // Validates the header; returns the problem, empty when fine.
+  // Validates the header; returns the problem, empty when fine (sets no_header_ for a file with no header at all).
   std::string read_header();
+  // Whether the bytes where a header would be, and the file's last bytes, are all zero (see OpenedLog::no_header).
+  bool header_area_is_zero() const noexcept;
   // Sets end_ and returns false.
   bool finish(LogEndKind kind, std::uint64_t offset, std::string message) noexcept;
   // Whether every byte from offset to the end is zero.
@@ -109,6 +122,7 @@ class LogReader {
   std::uint64_t released_ = 0;       // mapped bytes before this offset were given back (a multiple of the page size)
   std::vector<std::uint64_t> copy_;  // when reading bytes: aligned storage
   LogHeader header_;
+  bool no_header_ = false;
   std::uint64_t position_ = 0;
   std::uint64_t records_read_ = 0;
   std::uint64_t unknown_skipped_ = 0;

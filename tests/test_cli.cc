@@ -558,4 +558,81 @@ TEST(Cli, AFifoNamedLikeALogIsRefusedAtOnce) {
   }
 }
 
+// A rank killed between creating its log and writing the header leaves a file of zeros: every command reads the
+// other ranks and says, naming the file, that this rank has no records (diff: missing; check: not joined; stats and
+// dump: "no header"), rather than refusing the whole run.
+TEST(Cli, ALogWithoutAHeaderLeavesTheOtherRanksReadable) {
+  TempDir dir;
+  const detnccl::test::SyntheticRunSpec spec;
+  const std::uint64_t calls = spec.steps * spec.calls_per_step;
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "a", spec), "");
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "b", spec), "");
+  const std::string victim = dir.run("b") + "/" + detnccl::records::rank_log_file_name(1);
+  std::ofstream(victim, std::ios::binary | std::ios::trunc).close();
+  fs::resize_file(victim, 1u << 20);
+
+  const CommandResult text = detnccl("diff " + dir.run("a") + " " + dir.run("b"), true);
+  EXPECT_EQ(text.exit_code, 1) << text.output;
+  EXPECT_EQ(text.output.rfind("DIVERGED: first divergence at step 0 on rank 1: missing", 0), 0u) << text.output;
+  EXPECT_NE(text.output.find("rank 1 of run B: " + victim + ": no header"), std::string::npos) << text.output;
+  const json result = diff_json(dir, "a", "b");
+  ASSERT_FALSE(result.is_discarded());
+  EXPECT_EQ(result["verdict"], "diverged");
+  EXPECT_EQ(result["first_divergence"]["kind"], "missing");
+  EXPECT_EQ(result["ranks"][1]["end_b"], "no header");
+  EXPECT_EQ(result["ranks"][1]["missing_in_b"], calls);
+  EXPECT_EQ(result["ranks"][0]["matching"], calls);
+
+  const CommandResult check = detnccl("check " + dir.run("b"), true);
+  EXPECT_EQ(check.exit_code, 1) << check.output;
+  EXPECT_NE(check.output.find("not all ranks joined: rank 1 never made"), std::string::npos) << check.output;
+  EXPECT_NE(check.output.find("rank 1: " + victim + ": no header"), std::string::npos) << check.output;
+
+  const CommandResult stats = detnccl("stats --json " + dir.run("b"));
+  EXPECT_EQ(stats.exit_code, 0) << stats.output;
+  const json counted = json::parse(stats.output, nullptr, false);
+  ASSERT_FALSE(counted.is_discarded()) << stats.output;
+  EXPECT_EQ(counted["per_rank"][1]["end"], "no header");
+  EXPECT_EQ(counted["per_rank"][1]["calls"], 0);
+  EXPECT_EQ(counted["total"]["calls"], (spec.ranks - 1) * calls);
+
+  const CommandResult dump = detnccl("dump " + dir.run("b"), true);
+  EXPECT_EQ(dump.exit_code, 0) << dump.output;
+  EXPECT_NE(dump.output.find("# rank 1 (" + victim + "): no header\n# end (no header): " + victim), std::string::npos)
+      << dump.output;
+  std::istringstream lines(dump.output);
+  std::size_t call_lines = 0;
+  for (std::string line; std::getline(lines, line);) call_lines += line.find(" step ") != std::string::npos;
+  EXPECT_EQ(call_lines, (spec.ranks - 1) * calls) << "the other ranks are dumped in full";
+  const CommandResult jsonl = detnccl("dump --format jsonl --rank 1 " + dir.run("b"));
+  EXPECT_EQ(jsonl.exit_code, 0);
+  const json end = json::parse(jsonl.output, nullptr, false);
+  ASSERT_FALSE(end.is_discarded()) << jsonl.output;
+  EXPECT_EQ(end["type"], "end");
+  EXPECT_EQ(end["kind"], "no header");
+}
+
+// diff --from-step before the step a resumed run starts at: its missing steps are named, not called a divergence of
+// the control flow.
+TEST(CliDiff, AResumedRunComparedFromAnEarlierStepSaysWhereItStarts) {
+  TempDir dir;
+  detnccl::test::SyntheticRunSpec resumed;
+  resumed.first_step = 2;
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "full", {}), "");
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "resumed", resumed), "");
+  const std::string runs = dir.run("full") + " " + dir.run("resumed");
+  const CommandResult text = detnccl("diff --from-step 1 " + runs);
+  EXPECT_EQ(text.exit_code, 1) << text.output;
+  EXPECT_EQ(text.output.rfind("DIVERGED: first divergence at step 1 on rank 0: missing (origin)", 0), 0u)
+      << text.output;
+  EXPECT_NE(text.output.find("run B has no calls at step 1 on rank 0: its log starts at step 2"), std::string::npos)
+      << text.output;
+  EXPECT_EQ(text.output.find("control flow"), std::string::npos) << text.output;
+  const json result = diff_json(dir, "full", "resumed", "--from-step 1");
+  ASSERT_FALSE(result.is_discarded());
+  EXPECT_EQ(result["first_divergence"]["kind"], "missing");
+  EXPECT_EQ(result["ranks"][0]["late_start_b"], 2);
+  EXPECT_EQ(detnccl("diff --from-step 2 " + runs).exit_code, 0);
+}
+
 }  // namespace

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "abi/nccl_abi.h"
@@ -816,6 +817,135 @@ TEST_F(Analysis, ALogNamedForAnotherRankThanItsHeaderIsRefused) {
   fs::copy_file(dir_.run("a") + "/" + detnccl::records::rank_log_file_name(0), from);
   fs::remove(to);
   EXPECT_NE(diff("a", "b").error.find("named for rank 1"), std::string::npos) << diff("a", "b").error;
+}
+
+// A rank killed between creating its log and writing the header leaves an empty file or the zeros of its reservation:
+// that rank has no records. diff, check and stats report it like a rank without a log (its calls missing), with a
+// note naming the file, and still compare and check the other ranks. Any other file that is not a log stays unusable.
+TEST_F(Analysis, ALogWithoutAHeaderIsARankWithoutRecordsNotUnusableInput) {
+  const SyntheticRunSpec spec;
+  const std::uint64_t calls = spec.steps * spec.calls_per_step;
+  write("a", spec);
+  write("b", spec);
+  const std::string victim = dir_.run("b") + "/" + detnccl::records::rank_log_file_name(2);
+  for (const std::uintmax_t size : {std::uintmax_t{1} << 20, std::uintmax_t{0}}) {
+    std::ofstream(victim, std::ios::binary | std::ios::trunc).close();
+    fs::resize_file(victim, size);
+    const auto result = diff("a", "b");
+    ASSERT_EQ(result.error, "") << size;
+    ASSERT_TRUE(result.first.has_value());
+    EXPECT_EQ(result.first->kind, DivergenceKind::kMissing);
+    EXPECT_EQ(result.first->rank, 2u);
+    EXPECT_EQ(result.first->step(), 0u);
+    EXPECT_NE(result.first->cause.find("no header"), std::string::npos) << result.first->cause;
+    ASSERT_EQ(result.ranks.size(), spec.ranks);
+    EXPECT_FALSE(result.ranks[2].in_b);
+    EXPECT_EQ(result.ranks[2].missing_in_b, calls);
+    EXPECT_NE(result.ranks[2].no_header_b.find(victim), std::string::npos) << result.ranks[2].no_header_b;
+    for (const std::uint32_t rank : {0u, 1u, 3u}) EXPECT_EQ(result.ranks[rank].matching, calls) << rank;
+    const std::string note = "rank 2 of run B: " + victim + ": no header";
+    EXPECT_TRUE(std::any_of(result.notes.begin(), result.notes.end(), [&](const std::string& n) {
+      return n.rfind(note, 0) == 0;
+    })) << note;
+
+    const auto checked = check("b");
+    ASSERT_EQ(checked.error, "");
+    EXPECT_EQ(checked.ranks, spec.ranks - 1);
+    ASSERT_FALSE(checked.notes.empty());
+    EXPECT_EQ(checked.notes[0].rfind("rank 2: " + victim + ": no header", 0), 0u) << checked.notes[0];
+    const auto joined = std::find_if(checked.findings.begin(), checked.findings.end(),
+                                     [](const auto& f) { return f.kind == CheckFindingKind::kNotAllJoined; });
+    ASSERT_NE(joined, checked.findings.end());
+    EXPECT_EQ(joined->ranks, std::vector<std::uint32_t>{2});
+    EXPECT_EQ(joined->step, 0u);
+
+    const auto stats = detnccl::analysis::run_stats(detnccl::analysis::list_run(dir_.run("b")));
+    ASSERT_EQ(stats.error, "");
+    ASSERT_EQ(stats.ranks.size(), spec.ranks);
+    EXPECT_TRUE(stats.ranks[2].no_header);
+    EXPECT_EQ(stats.ranks[2].total.calls, 0u);
+    EXPECT_NE(stats.ranks[2].end_message.find(victim), std::string::npos) << stats.ranks[2].end_message;
+    EXPECT_EQ(stats.total.calls, (spec.ranks - 1) * calls);
+  }
+  // Zeros with one stray byte at the end are not what a killed writer leaves: unusable, as before.
+  fs::resize_file(victim, 4096);
+  {
+    std::fstream file(victim, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(4095);
+    file.put('\x01');
+  }
+  const auto stray = diff("a", "b");
+  EXPECT_NE(stray.error.find("not a detnccl log"), std::string::npos) << stray.error;
+  EXPECT_NE(check("b").error, "");
+  // A run whose every log lacks its header holds nothing to check.
+  for (std::uint32_t rank = 0; rank < spec.ranks; ++rank) {
+    const std::string path = dir_.run("b") + "/" + detnccl::records::rank_log_file_name(rank);
+    std::ofstream(path, std::ios::binary | std::ios::trunc).close();
+  }
+  EXPECT_NE(check("b").error.find("nothing to check"), std::string::npos) << check("b").error;
+}
+
+// diff --from-step K of a full run against one resumed at step S > K: the resumed run has no calls at steps K..S-1
+// (its log starts later), which is a missing call, not "different calls" from aligning step S with step K; the
+// calls from step S on are still aligned and compared.
+TEST_F(Analysis, AResumedRunComparedFromAnEarlierStepHasNoCallsBeforeItsStart) {
+  const SyntheticRunSpec full;
+  SyntheticRunSpec resumed;
+  resumed.first_step = 2;
+  // One real difference after the resume step, on rank 1: it must still be found by the aligned comparison.
+  resumed.hook = [](std::uint32_t rank, CallFields& call, Blocks&, Blocks&, Blocks&, Blocks&) {
+    if (rank == 1 && call.step == 3 && call.op == OpId::kAllReduce) call.output_fingerprint ^= 1;
+    return true;
+  };
+  write("full", full);
+  write("resumed", resumed);
+  const std::uint64_t per_step = full.calls_per_step;
+  detnccl::analysis::DiffOptions from;
+  from.from_step = 1;
+  const auto result = diff("full", "resumed", from);
+  ASSERT_EQ(result.error, "");
+  ASSERT_TRUE(result.first.has_value());
+  EXPECT_EQ(result.first->kind, DivergenceKind::kMissing);
+  EXPECT_EQ(result.first->role, DivergenceRole::kOrigin);
+  EXPECT_EQ(result.first->step(), 1u);
+  EXPECT_TRUE(result.first->a.present);
+  EXPECT_FALSE(result.first->b.present);
+  const std::string& cause = result.first->cause;
+  EXPECT_NE(cause.find("run B has no calls at step 1 on rank 0: its log starts at step 2"), std::string::npos) << cause;
+  EXPECT_NE(cause.find("--from-step 2"), std::string::npos) << cause;
+  const std::uint64_t aligned = (full.steps - resumed.first_step) * per_step;
+  std::uint64_t allreduces_per_step = 0;
+  for (std::uint64_t i = 0; i < per_step; ++i)
+    allreduces_per_step += detnccl::test::synthetic_op(i) == OpId::kAllReduce;
+  for (std::uint32_t rank = 0; rank < full.ranks; ++rank) {
+    const auto& r = result.ranks[rank];
+    EXPECT_EQ(r.missing_in_b, per_step) << rank;  // step 1 alone
+    EXPECT_EQ(r.missing_in_a, 0u) << rank;
+    EXPECT_EQ(r.late_start_b, std::optional<std::uint64_t>(resumed.first_step)) << rank;
+    EXPECT_EQ(r.matching + r.differing, aligned) << rank;
+    EXPECT_EQ(r.differing, rank == 1 ? allreduces_per_step : 0u) << rank;
+  }
+  const bool noted = std::any_of(result.notes.begin(), result.notes.end(), [](const std::string& note) {
+    return note.find("start at step 2, after --from-step 1") != std::string::npos;
+  });
+  EXPECT_TRUE(noted);
+
+  // The other way round, from step 0: run A is the one that starts later, two steps of run B are missing in it.
+  from.from_step = 0;
+  const auto reversed = diff("resumed", "full", from);
+  ASSERT_TRUE(reversed.first.has_value());
+  EXPECT_EQ(reversed.first->kind, DivergenceKind::kMissing);
+  EXPECT_EQ(reversed.first->step(), 0u);
+  EXPECT_NE(reversed.first->cause.find("run A has no calls at steps 0-1 on rank 0: its log starts at step 2"),
+            std::string::npos)
+      << reversed.first->cause;
+  EXPECT_EQ(reversed.ranks[0].missing_in_a, 2 * per_step);
+  EXPECT_EQ(reversed.ranks[0].matching, aligned);
+  // Two logs that start at the same step are aligned as before: a resumed run against itself is identical.
+  from.from_step = 1;
+  const auto itself = diff("resumed", "resumed", from);
+  EXPECT_TRUE(itself.identical());
+  EXPECT_EQ(itself.ranks[0].matching, aligned);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -345,6 +346,71 @@ TEST(LogReader, RejectsWhatItCannotRead) {
   EXPECT_FALSE(LogReader::from_bytes({}).error.empty());
   EXPECT_FALSE(LogReader::open_file(dir.path() + "/missing.dnc").error.empty());
   EXPECT_FALSE(LogReader::open_file(dir.path()).error.empty()) << "a directory is not a log";
+}
+
+// A writer killed between creating its file (O_EXCL) and writing the header leaves no bytes, or the zeros of its
+// reservation: "no header", told apart from anything else that is not a log, from a bounded read (the first
+// kNoHeaderScanBytes and the last kNoHeaderTailBytes).
+TEST(LogReader, AFileWithoutAHeaderIsToldApartFromOtherFilesThatAreNotLogs) {
+  TempDir dir;
+  // A file of `size` zero bytes (sparse), with byte `nonzero_at` set to 1 when given.
+  const auto zeros = [&](const std::string& name, std::uint64_t size, std::optional<std::uint64_t> nonzero_at = {}) {
+    const std::string path = dir.path() + "/" + name;
+    std::ofstream(path, std::ios::binary).close();
+    fs::resize_file(path, size);
+    if (nonzero_at) {
+      std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+      file.seekp(static_cast<std::streamoff>(*nonzero_at));
+      file.put('\x01');
+    }
+    return LogReader::open_file(path);
+  };
+  const OpenedLog empty = zeros("empty.dnc", 0);
+  EXPECT_FALSE(empty.reader);
+  EXPECT_TRUE(empty.no_header);
+  EXPECT_NE(empty.error.find("empty.dnc: no header: the file is empty"), std::string::npos) << empty.error;
+  EXPECT_NE(empty.error.find("before writing its header"), std::string::npos) << empty.error;
+
+  // The writer's first reservation, nothing written; fewer bytes than a magic number, too.
+  for (const std::uint64_t size : {std::uint64_t{1} << 20, std::uint64_t{5}}) {
+    const OpenedLog reserved = zeros("reserved.dnc", size);
+    EXPECT_FALSE(reserved.reader);
+    EXPECT_TRUE(reserved.no_header) << size;
+    EXPECT_NE(reserved.error.find("the file's " + std::to_string(size) + " bytes are all zero"), std::string::npos)
+        << reserved.error;
+  }
+
+  // Longer than what is read: the message names the bytes checked.
+  const std::uint64_t big = 4 * kNoHeaderScanBytes + 8;
+  const OpenedLog long_zeros = zeros("long.dnc", big);
+  EXPECT_TRUE(long_zeros.no_header);
+  const std::string checked = "the file's first " + std::to_string(kNoHeaderScanBytes) + " and last " +
+                              std::to_string(kNoHeaderTailBytes) + " bytes (of " + std::to_string(big) + ") are zero";
+  EXPECT_NE(long_zeros.error.find(checked), std::string::npos) << long_zeros.error;
+
+  // One byte that is not zero, in the header area or in the last bytes: not a log, and not "no header" either.
+  for (const std::uint64_t at : {std::uint64_t{0}, std::uint64_t{8}, kNoHeaderScanBytes - 1}) {
+    const OpenedLog stray = zeros("stray.dnc", kNoHeaderScanBytes, at);
+    EXPECT_FALSE(stray.reader);
+    EXPECT_FALSE(stray.no_header) << at;
+    EXPECT_NE(stray.error.find("not a detnccl log"), std::string::npos) << stray.error;
+  }
+  const OpenedLog stray_tail = zeros("tail.dnc", big, big - 1);
+  EXPECT_FALSE(stray_tail.no_header);
+  EXPECT_NE(stray_tail.error.find("not a detnccl log"), std::string::npos) << stray_tail.error;
+
+  // The same from bytes in memory; and text, a damaged header or a valid log are never "no header".
+  EXPECT_TRUE(LogReader::from_bytes({}).no_header);
+  const std::vector<std::byte> twelve_zeros(12);
+  EXPECT_TRUE(LogReader::from_bytes(twelve_zeros).no_header);
+  const std::string text = "not a log";
+  EXPECT_FALSE(LogReader::from_bytes(std::as_bytes(std::span(text))).no_header);
+  std::vector<std::byte> good = file_bytes(write_small_log(dir, 2));
+  EXPECT_FALSE(LogReader::from_bytes(good).no_header);
+  good[offsetof(FileHeaderFixed, pid)] ^= std::byte{1};
+  const OpenedLog damaged = LogReader::from_bytes(good);
+  EXPECT_FALSE(damaged.no_header);
+  EXPECT_NE(damaged.error.find("checksum"), std::string::npos) << damaged.error;
 }
 
 TEST(LogReader, FlippedByteIsCorruptionAtThatRecord) {

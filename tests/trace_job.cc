@@ -193,6 +193,10 @@ int main(int argc, char** argv) {
   for (int step = first_step; step < steps; ++step) {
     if (set_step != nullptr) set_step(static_cast<std::uint64_t>(step));
     if (step == die_at_step && rank == 1 % nranks) {
+      // RATIONALE: the other ranks first finish (and record) step K-1 and block in step K's first collective, which
+      // needs this rank; dying at once could cut a slow peer's last record of step K-1 (the launcher stops the
+      // others when a rank dies), and the tests expect exactly steps 0..K-1 recorded on every rank.
+      usleep(300000);
       std::fflush(nullptr);
       kill(getpid(), SIGKILL);
     }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <exception>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -638,18 +639,38 @@ CheckResult check_run(const RunLogs& run, const CheckOptions& options) {
       result.error = std::move(refused);
       return result;
     }
-    const std::size_t n = run.logs.size();
-    result.ranks = static_cast<std::uint32_t>(n);
-    std::vector<std::unique_ptr<RankLogStream>> streams(n);
-    for (std::size_t i = 0; i < n; ++i) {
+    // The logs with a header. A file without one (its writer was killed before writing it) holds no records: the
+    // rank is checked as one without a log (its calls are missing), with a note naming the file.
+    RunLogs readable = run;
+    readable.logs.clear();
+    std::vector<std::unique_ptr<RankLogStream>> streams;
+    std::vector<std::string> no_header_notes;
+    for (const RankLogFile& file : run.logs) {
       std::string error;
-      streams[i] = RankLogStream::open(run.logs[i], error);
-      if (!streams[i]) {
+      bool no_header = false;
+      std::unique_ptr<RankLogStream> stream = RankLogStream::open(file, error, &no_header);
+      if (!stream && !no_header) {
         result.error = error;
         return result;
       }
+      if (!stream) {
+        std::string& note = no_header_notes.emplace_back("rank ");
+        note += std::to_string(file.rank);
+        note += ": ";
+        note += error;
+        note += "; checked as a rank without a log";
+        continue;
+      }
+      streams.push_back(std::move(stream));
+      readable.logs.push_back(file);
     }
-    check_configurations(streams, run, result, options.findings_kept);
+    if (streams.empty()) {
+      result.error = run.path + ": no log has a header (" + no_header_notes.front() + "): nothing to check";
+      return result;
+    }
+    const std::size_t n = streams.size();
+    result.ranks = static_cast<std::uint32_t>(n);
+    check_configurations(streams, readable, result, options.findings_kept);
     Checker checker(result, options);
     std::vector<std::vector<CallInRun>> batches(n);
     std::vector<char> done(n, 0);
@@ -665,7 +686,7 @@ CheckResult check_run(const RunLogs& run, const CheckOptions& options) {
       });
       any = false;
       for (std::size_t i = 0; i < n; ++i) {
-        for (const CallInRun& call : batches[i]) checker.add(run.logs[i].rank, call);
+        for (const CallInRun& call : batches[i]) checker.add(readable.logs[i].rank, call);
         if (options.calls_done != nullptr) options.calls_done->fetch_add(batches[i].size());
         any = any || !done[i];
       }
@@ -676,20 +697,22 @@ CheckResult check_run(const RunLogs& run, const CheckOptions& options) {
         result.error = streams[i]->path() + ": " + streams[i]->end().message;
         return result;
       }
-      jobs[i] = {run.logs[i].rank, streams[i]->header().world_size, streams[i]->communicators()};
+      jobs[i] = {readable.logs[i].rank, streams[i]->header().world_size, streams[i]->communicators()};
     }
     if (const JobGroups groups = group_logs_by_job(jobs); groups.mixed()) {
       result.error = run.path + ": " + describe_job_groups(groups);
       return result;
     }
-    for (std::size_t i = 0; i < n; ++i) checker.add_log(run.logs[i].rank, *streams[i]);
+    for (std::size_t i = 0; i < n; ++i) checker.add_log(readable.logs[i].rank, *streams[i]);
     checker.finish();
+    result.notes.insert(result.notes.begin(), std::make_move_iterator(no_header_notes.begin()),
+                        std::make_move_iterator(no_header_notes.end()));
     for (std::size_t i = 0; i < n; ++i) {
       const records::LogEnd& end = streams[i]->end();
       if (end.kind != records::LogEndKind::kClosed) {
-        result.notes.push_back("rank " + std::to_string(run.logs[i].rank) + ": " + end.message);
+        result.notes.push_back("rank " + std::to_string(readable.logs[i].rank) + ": " + end.message);
       }
-      if (end.kind == records::LogEndKind::kTruncated) result.truncated_ranks.push_back(run.logs[i].rank);
+      if (end.kind == records::LogEndKind::kTruncated) result.truncated_ranks.push_back(readable.logs[i].rank);
     }
     if (!result.truncated_ranks.empty()) {
       std::string& note = result.notes.emplace_back("the log");

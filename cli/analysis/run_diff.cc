@@ -83,7 +83,19 @@ struct Side {
   std::optional<std::uint64_t> last_step;
   std::optional<std::uint64_t> segment_bytes;
   std::uint32_t fingerprint_version = 0;
+  // The step the other run's log starts at, when that is after --from-step and after this run's log starts: this
+  // run's calls in the range before it have no counterpart there and are not aligned (RankDiff::late_start_a/b).
+  std::optional<std::uint64_t> align_from;
 };
+
+// The step of the first call in a log (nullopt: it holds none, or cannot be read).
+std::optional<std::uint64_t> first_call_step(const RankLogFile& file) {
+  std::string error;
+  const auto stream = RankLogStream::open(file, error);
+  CallInRun call;
+  if (!stream || !stream->next(call)) return std::nullopt;
+  return call.call.step;
+}
 
 CallSide side_of(const CallInRun& call) {
   CallSide side;
@@ -110,9 +122,18 @@ class RankComparison {
   RankComparison(RankDiff& result, const DiffOptions& options) : result_(result), options_(options) {}
 
   void run(const RankLogFile* a_file, const RankLogFile* b_file) {
-    if (!open(a_file, a_) || !open(b_file, b_)) return;
-    result_.in_a = a_file != nullptr;
-    result_.in_b = b_file != nullptr;
+    if (!open(a_file, a_, result_.no_header_a) || !open(b_file, b_, result_.no_header_b)) return;
+    result_.in_a = a_.stream != nullptr;
+    result_.in_b = b_.stream != nullptr;
+    if (options_.from_step && a_.stream && b_.stream) {
+      // RATIONALE: a run resumed at step S compared from an earlier step K would otherwise align its step-S calls
+      // with the other run's step-K calls and report "different calls"; its log simply starts later. Only the log
+      // that starts strictly later is taken for one: two logs that start at the same step are aligned as usual.
+      const std::optional<std::uint64_t> start_a = first_call_step(*a_file);
+      const std::optional<std::uint64_t> start_b = first_call_step(*b_file);
+      if (start_a && start_b && *start_b > *options_.from_step && *start_b > *start_a) a_.align_from = start_b;
+      if (start_a && start_b && *start_a > *options_.from_step && *start_a > *start_b) b_.align_from = start_a;
+    }
     fingerprints_comparable_ = !a_.stream || !b_.stream || a_.fingerprint_version == b_.fingerprint_version;
     CallInRun call;
     while (!a_.done || !b_.done) {
@@ -138,11 +159,16 @@ class RankComparison {
   }
 
  private:
-  bool open(const RankLogFile* file, Side& side) {
+  bool open(const RankLogFile* file, Side& side, std::string& no_header_note) {
     if (file == nullptr) return true;
     std::string error;
-    side.stream = RankLogStream::open(*file, error);
+    bool no_header = false;
+    side.stream = RankLogStream::open(*file, error, &no_header);
     if (!side.stream) {
+      if (no_header) {
+        no_header_note = std::move(error);  // no records: compared as a rank this run has no log for
+        return true;
+      }
       result_.unusable = error;
       return false;
     }
@@ -159,6 +185,10 @@ class RankComparison {
       side.last_step = std::max(side.last_step.value_or(step), step);
       if (options_.from_step && step < *options_.from_step) continue;
       if (options_.to_step && step > *options_.to_step) continue;
+      if (side.align_from && step < *side.align_from) {
+        ++side.calls;  // before the other run's log starts: never aligned (take() reports it missing there)
+        return true;
+      }
       const auto [base, inserted] = side.base.try_emplace(call.call.comm_ordinal, call.call.comm_seq);
       (void)inserted;
       if (call.call.comm_seq < base->second) continue;  // a step marked out of order: outside the range
@@ -173,6 +203,11 @@ class RankComparison {
   }
 
   void take(Side& self, Side& other, const CallInRun& call, bool from_a) {
+    if (self.align_from && call.call.step < *self.align_from) {
+      (from_a ? result_.late_start_b : result_.late_start_a) = self.align_from;
+      unmatched(call, other, from_a);
+      return;
+    }
     const AlignKey key = key_of(self, call);
     if (const auto match = other.pending.find(key); match != other.pending.end()) {
       if (from_a) {
@@ -504,10 +539,35 @@ class Classifier {
   static std::string missing_cause(const RankDiff& rank, const CallDivergence& call, bool only_a,
                                    const std::string& where) {
     const char* run = only_a ? "B" : "A";
+    const std::optional<std::uint64_t>& late_start = only_a ? rank.late_start_b : rank.late_start_a;
+    if (late_start && call.step() < *late_start) {
+      // The earliest missing call of this rank is the first of those before the other log's start.
+      std::string text = "run ";
+      text += run;
+      text += call.step() + 1 == *late_start ? " has no calls at step " : " has no calls at steps ";
+      text += std::to_string(call.step());
+      if (call.step() + 1 != *late_start) {
+        text += '-';
+        text += std::to_string(*late_start - 1);
+      }
+      text += " on ";
+      text += where;
+      text += ": its log starts at step ";
+      text += std::to_string(*late_start);
+      text += " (a run resumed from a checkpoint?), after the compared range begins; --from-step ";
+      text += std::to_string(*late_start);
+      text += " compares the steps both runs have";
+      return text;
+    }
     std::string cause = "run ";
     cause += run;
     cause += " has no such call on ";
     cause += where;
+    if (!(only_a ? rank.no_header_b : rank.no_header_a).empty()) {
+      return cause +
+             ": its log for this rank has no header (the writer was killed before writing it) and holds no "
+             "records";
+    }
     if (!(only_a ? rank.in_b : rank.in_a)) return cause + ": it has no log for this rank";
     const std::string& message = only_a ? rank.end_message_b : rank.end_message_a;
     if ((only_a ? rank.end_b : rank.end_a) != LogEndKind::kClosed) {
@@ -690,7 +750,7 @@ RunDiff diff_runs(const RunLogs& a, const RunLogs& b, const DiffOptions& options
     // Headers: compare each rank's pair; report each distinct difference once.
     std::map<std::tuple<std::string, std::string, std::string>, ConfigDifference> config;
     for (std::size_t i = 0; i < pairs.size(); ++i) {
-      if (pairs[i].first == nullptr || pairs[i].second == nullptr) continue;
+      if (!diff.ranks[i].in_a || !diff.ranks[i].in_b) continue;  // no log, or one without a header
       std::string error;
       const auto stream_a = RankLogStream::open(*pairs[i].first, error);
       const auto stream_b = RankLogStream::open(*pairs[i].second, error);
@@ -778,6 +838,50 @@ RunDiff diff_runs(const RunLogs& a, const RunLogs& b, const DiffOptions& options
       text += note.rank_count == 1 ? " rank" : " ranks";
       text += "): it cannot change any call, only what is logged or fingerprinted";
       diff.notes.push_back(std::move(text));
+    }
+    // Ranks whose log has no header (killed as it was created): compared as ranks without a log.
+    constexpr std::size_t kNoHeaderNotes = 8;
+    std::size_t no_header = 0;
+    for (const RankDiff& rank : diff.ranks) {
+      for (const bool run_a : {true, false}) {
+        const std::string& message = run_a ? rank.no_header_a : rank.no_header_b;
+        if (message.empty() || ++no_header > kNoHeaderNotes) continue;
+        std::string note = "rank " + std::to_string(rank.rank);
+        note += run_a ? " of run A: " : " of run B: ";
+        note += message;
+        note += "; compared as a rank without a log";
+        diff.notes.push_back(std::move(note));
+      }
+    }
+    if (no_header > kNoHeaderNotes) {
+      diff.notes.push_back(std::to_string(no_header - kNoHeaderNotes) +
+                           " more logs have no header (their writers were killed before writing it)");
+    }
+    // Logs that start after --from-step (resumed runs): the other run's calls before that step are missing.
+    std::map<std::pair<bool, std::uint64_t>, std::vector<std::uint32_t>> late_starts;  // (run B, step) -> ranks
+    for (const RankDiff& rank : diff.ranks) {
+      if (rank.late_start_a) late_starts[{false, *rank.late_start_a}].push_back(rank.rank);
+      if (rank.late_start_b) late_starts[{true, *rank.late_start_b}].push_back(rank.rank);
+    }
+    for (const auto& [key, ranks] : late_starts) {
+      std::string note = key.first ? "run B's log" : "run A's log";
+      note += ranks.size() > 1 ? "s of ranks " : " of rank ";
+      note += rank_list(ranks);
+      note += ranks.size() > 1 ? " start" : " starts";
+      note += " at step ";
+      note += std::to_string(key.second);
+      note += ", after --from-step ";
+      note += std::to_string(options.from_step.value_or(0));
+      note += ": run ";
+      note += key.first ? "A" : "B";
+      if (options.to_step && *options.to_step < key.second) {
+        note += "'s calls in the compared range are all missing there (the range ends before that step)";
+      } else {
+        note += "'s calls before that step are missing there, and the calls from it on are aligned; --from-step ";
+        note += std::to_string(key.second);
+        note += " compares the steps both runs have";
+      }
+      diff.notes.push_back(std::move(note));
     }
     // Ranks killed (or cut) in either run: the records before the tear are compared, the rest is missing.
     std::vector<std::string> torn;

@@ -3,9 +3,12 @@
 //
 // Calls are aligned per rank by (communicator ordinal, sequence number on that communicator) — relative to the
 // first call of the compared step range, so that a run resumed from a checkpoint at step K aligns with the run that
-// never stopped. Each rank is compared by streaming its two logs (bounded memory), ranks in parallel. Then the
-// ranks' first divergent calls are classified across ranks: a call whose output differs because another member's
-// input (or the peer's Send) differs is a receiver; the earliest origin is the answer.
+// never stopped. When --from-step is before the step a log starts at (the resumed run compared from an earlier
+// step), the other run's calls before that step are missing in it, and alignment starts at that step.
+//
+// Each rank is compared by streaming its two logs (bounded memory), ranks in parallel. Then the ranks' first
+// divergent calls are classified across ranks: a call whose output differs because another member's input (or the
+// peer's Send) differs is a receiver; the earliest origin is the answer.
 #ifndef DETNCCL_CLI_ANALYSIS_RUN_DIFF_H
 #define DETNCCL_CLI_ANALYSIS_RUN_DIFF_H
 
@@ -27,7 +30,8 @@ enum class DivergenceKind : std::uint8_t {
   kMetadata,  // different op, count, datatype, reduction, root or peer: the control flow diverged
   kInput,     // the inputs already differ: compute before the call, or data received from a peer
   kOutput,    // same inputs, different outputs: the collective (or transfer) itself is nondeterministic
-  kMissing,   // one run has the call and the other does not: it stopped early (crash or hang)
+  kMissing,   // one run has the call and the other does not: it stopped early (crash or hang), made fewer calls,
+              // has no log for the rank, or (with --from-step) its log starts at a later step (a resumed run)
 };
 
 // "config", "metadata", "input", "output", "missing".
@@ -127,6 +131,16 @@ struct RankDiff {
   std::string end_message_a;
   std::string end_message_b;
   std::string unusable;  // non-empty: a log of this rank is unusable (the message names the file and why)
+  // Non-empty: run A's (B's) file for this rank holds no header (empty or zeros: its writer was killed before
+  // writing it; records::OpenedLog::no_header): the reader's message, naming the file. The rank is compared as if
+  // that run had no log for it (in_a / in_b false).
+  std::string no_header_a;
+  std::string no_header_b;
+  // Set when run A's (B's) log for this rank starts at this step, after --from-step and after the other run's log
+  // starts, and the other run has calls in the range before it (run B resumed from a checkpoint at this step, say):
+  // those calls are missing in it (its log starts later), and the calls from this step on are aligned.
+  std::optional<std::uint64_t> late_start_a;
+  std::optional<std::uint64_t> late_start_b;
 };
 
 // A header difference between the runs, reported once for all ranks that share it.

@@ -89,8 +89,8 @@ std::string refuse_single_file(const RunLogs& run, std::string_view command) {
   return message;
 }
 
-std::unique_ptr<RankLogStream> RankLogStream::open(const RankLogFile& file, std::string& error) {
-  std::unique_ptr<RankLogStream> stream = open(file.path, error);
+std::unique_ptr<RankLogStream> RankLogStream::open(const RankLogFile& file, std::string& error, bool* no_header) {
+  std::unique_ptr<RankLogStream> stream = open(file.path, error, no_header);
   if (stream) {
     if (std::string mismatch = rank_mismatch(file, stream->header()); !mismatch.empty()) {
       error = std::move(mismatch);
@@ -100,8 +100,9 @@ std::unique_ptr<RankLogStream> RankLogStream::open(const RankLogFile& file, std:
   return stream;
 }
 
-std::unique_ptr<RankLogStream> RankLogStream::open(const std::string& path, std::string& error) {
+std::unique_ptr<RankLogStream> RankLogStream::open(const std::string& path, std::string& error, bool* no_header) {
   records::OpenedLog opened = records::LogReader::open_file(path);
+  if (no_header != nullptr) *no_header = opened.no_header;
   if (!opened.reader) {
     error = opened.error;
     return nullptr;

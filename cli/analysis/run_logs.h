@@ -3,7 +3,10 @@
 // Everything the offline commands (dump, diff, check, stats) read goes through here, so that "unusable input" has
 // one meaning: a path that holds no log, a log whose header cannot be read (not a log, other byte order, newer
 // format, damaged header), or a log with a corrupt record. A torn tail (a killed rank) or a truncation marker
-// (disk full) is not unusable: the records before it are complete, and the commands report how the log ends.
+// (disk full) is not unusable: the records before it are complete, and the commands report how the log ends. Nor
+// is a file with no header at all (empty or zeros: its writer was killed between creating it and writing the
+// header): that rank has no records, and the commands treat it like a rank without a log, with a note naming the
+// file.
 #ifndef DETNCCL_CLI_ANALYSIS_RUN_LOGS_H
 #define DETNCCL_CLI_ANALYSIS_RUN_LOGS_H
 
@@ -67,12 +70,14 @@ struct CallInRun {
 // Streams one rank's calls in file order. Communicator records are absorbed; each call carries its communicator.
 class RankLogStream {
  public:
-  // Opens and validates a log; on failure returns null and sets error (names the file and why).
-  static std::unique_ptr<RankLogStream> open(const std::string& path, std::string& error);
+  // Opens and validates a log; on failure returns null and sets error (names the file and why). no_header, when
+  // given, is set to whether the file holds no header at all (records::OpenedLog::no_header: empty or zeros, left by
+  // a writer killed before writing it): then error is a note, not unusable input, and the rank has no records.
+  static std::unique_ptr<RankLogStream> open(const std::string& path, std::string& error, bool* no_header = nullptr);
 
   // The same for a run's log, also refusing a header whose rank is not the one in the file's name (a renamed or
   // copied file: its calls would be compared and matched as another rank's).
-  static std::unique_ptr<RankLogStream> open(const RankLogFile& file, std::string& error);
+  static std::unique_ptr<RankLogStream> open(const RankLogFile& file, std::string& error, bool* no_header = nullptr);
 
   // The log's header.
   const records::LogHeader& header() const noexcept { return reader_->header(); }

@@ -34,7 +34,13 @@ RunStats run_stats(const RunLogs& run, unsigned threads, std::atomic<std::size_t
           try {
             RankStats& rank = stats.ranks[i];
             rank.rank = run.logs[i].rank;
-            const auto stream = RankLogStream::open(run.logs[i], errors[i]);
+            bool no_header = false;
+            const auto stream = RankLogStream::open(run.logs[i], errors[i], &no_header);
+            if (!stream && no_header) {
+              rank.no_header = true;  // no records: counted as a rank with no calls, not unusable input
+              rank.end_message = std::move(errors[i]);
+              errors[i].clear();
+            }
             if (!stream) return;
             rank.world_size = stream->header().world_size;
             CallInRun call;

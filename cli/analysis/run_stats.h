@@ -35,6 +35,9 @@ struct RankStats {
   std::optional<std::uint64_t> last_step;
   records::LogEndKind end = records::LogEndKind::kNotReached;
   std::string end_message;
+  // The file holds no header (empty or zeros: its writer was killed before writing it): no records; end_message
+  // says so, naming the file.
+  bool no_header = false;
   std::uint64_t unknown_records = 0;
   std::uint32_t world_size = 0;
 };
