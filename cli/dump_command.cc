@@ -190,17 +190,27 @@ class Dumper {
     }
   }
 
-  void end(std::uint32_t rank, const records::LogEnd& e) {
+  // How the rank's log ends; `unknown_records`: records of types this detnccl does not know, skipped.
+  void end(std::uint32_t rank, const records::LogEnd& e, std::uint64_t unknown_records) {
     if (format_ == "text") {
-      std::cout << "# end (" << analysis::log_end_name(e.kind) << "): " << e.message << '\n';
+      std::cout << "# end (" << analysis::log_end_name(e.kind) << "): " << e.message;
+      if (unknown_records > 0) {
+        std::cout << "; " << unknown_records << " record" << (unknown_records == 1 ? "" : "s")
+                  << " of a type this detnccl does not know skipped (written by a newer detnccl?)";
+      }
+      std::cout << '\n';
     } else if (format_ == "jsonl") {
       std::cout << nlohmann::json({{"type", "end"},
                                    {"rank", rank},
                                    {"kind", analysis::log_end_name(e.kind)},
                                    {"offset", e.offset},
-                                   {"message", e.message}})
+                                   {"message", e.message},
+                                   {"unknown_records", unknown_records}})
                        .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
                 << '\n';
+    } else if (unknown_records > 0) {
+      std::cerr << "detnccl dump: rank " << rank << ": " << unknown_records << " record"
+                << (unknown_records == 1 ? "" : "s") << " of a type this detnccl does not know skipped\n";
     }
   }
 
@@ -263,7 +273,7 @@ int dump_command(const DumpOptions& options) {
       dumper.call(file.rank, call.call);
     }
     flush_communicators();
-    dumper.end(file.rank, stream->end());
+    dumper.end(file.rank, stream->end(), stream->unknown_records_skipped());
     if (analysis::log_end_is_unusable(stream->end())) {
       std::cout.flush();
       std::cerr << "detnccl dump: " << file.path << ": " << stream->end().message << '\n';

@@ -63,8 +63,12 @@ int stats_command(const StatsCommandOptions& options) {
     return kExitUnusable;
   }
   std::vector<const analysis::RankStats*> incomplete;
+  std::uint64_t unknown_records = 0;
+  std::vector<std::uint32_t> ranks_with_unknown_records;
   for (const auto& rank : stats.ranks) {
     if (rank.end != records::LogEndKind::kClosed) incomplete.push_back(&rank);
+    unknown_records += rank.unknown_records;
+    if (rank.unknown_records > 0) ranks_with_unknown_records.push_back(rank.rank);
   }
   if (options.json) {
     json out = {{"run", options.run}, {"ranks", stats.ranks.size()}, {"total", volume_json(stats.total)}};
@@ -88,6 +92,7 @@ int stats_command(const StatsCommandOptions& options) {
       entry["rank"] = rank.rank;
       entry["end"] = end_name(rank);
       entry["end_message"] = rank.end_message;
+      entry["unknown_records"] = rank.unknown_records;
       entry["first_step"] = rank.first_step ? json(*rank.first_step) : json(nullptr);
       entry["last_step"] = rank.last_step ? json(*rank.last_step) : json(nullptr);
       json ops = json::object();
@@ -118,6 +123,19 @@ int stats_command(const StatsCommandOptions& options) {
                 << "): " << incomplete[i]->end_message << "\n";
     }
     if (shown < incomplete.size()) std::cout << "    ... " << incomplete.size() - shown << " more\n";
+  }
+  if (unknown_records > 0) {
+    // A newer detnccl of the same format version wrote record types this one does not know: they were skipped.
+    std::string ranks;
+    for (std::size_t i = 0; i < ranks_with_unknown_records.size() && i < 8; ++i) {
+      ranks += (i == 0 ? "" : ", ") + std::to_string(ranks_with_unknown_records[i]);
+    }
+    if (ranks_with_unknown_records.size() > 8) ranks += ", ...";
+    std::cout << "  "
+              << style.warn(std::to_string(unknown_records) + " record" + (unknown_records == 1 ? "" : "s") +
+                            " of a type this detnccl does not know skipped")
+              << " (rank" << (ranks_with_unknown_records.size() == 1 ? " " : "s ") << ranks
+              << "; written by a newer detnccl?)\n";
   }
   char line[256];
   std::cout << "\n" << style.bold("Per operation") << "\n";

@@ -8,8 +8,10 @@
 
 #include <array>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -401,6 +403,62 @@ TEST(CliStats, CountsCallsStepsAndTruncatedLogs) {
   EXPECT_EQ(rank1["end"], "torn tail");
   EXPECT_EQ(rank1["last_step"], 0);
   EXPECT_EQ(parsed["per_op"]["AllReduce"]["calls"].get<int>() % 3, 0);
+}
+
+// Puts `count` records of a type no detnccl knows (as a newer detnccl of the same format version may write) before a
+// closed log's end marker, whose record count follows. Returns an error message, empty on success.
+std::string insert_unknown_records(const std::string& path, std::uint64_t count) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  constexpr std::size_t kEndBytes = sizeof(detnccl::records::RecordFrame) + sizeof(detnccl::records::EndRecord);
+  if (bytes.size() < kEndBytes) return path + " is too short";
+  detnccl::records::RecordFrame end_frame;
+  detnccl::records::EndRecord end;
+  std::memcpy(&end_frame, bytes.data() + bytes.size() - kEndBytes, sizeof(end_frame));
+  std::memcpy(&end, bytes.data() + bytes.size() - sizeof(end), sizeof(end));
+  if (end_frame.type != static_cast<std::uint16_t>(detnccl::records::RecordType::kEnd)) return path + " is not closed";
+  bytes.resize(bytes.size() - kEndBytes);
+  const auto append = [&bytes](std::uint16_t type, const void* payload, std::size_t size) {
+    detnccl::records::RecordFrame frame{};
+    frame.length = static_cast<std::uint32_t>(sizeof(frame) + size);
+    frame.type = type;
+    frame.checksum = detnccl::records::record_checksum(frame.length, frame.type, 0, payload, size);
+    const auto* raw = reinterpret_cast<const char*>(&frame);
+    bytes.insert(bytes.end(), raw, raw + sizeof(frame));
+    bytes.insert(bytes.end(), static_cast<const char*>(payload), static_cast<const char*>(payload) + size);
+  };
+  const std::array<std::uint64_t, 2> future_payload = {0x0123456789abcdefull, 42};
+  for (std::uint64_t i = 0; i < count; ++i) append(999, future_payload.data(), sizeof(future_payload));
+  end.records_written += count;
+  append(static_cast<std::uint16_t>(detnccl::records::RecordType::kEnd), &end, sizeof(end));
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return out.good() ? std::string() : "cannot write " + path;
+}
+
+TEST(CliStats, RecordsOfUnknownTypesAreCountedNotSilentlySkipped) {
+  TempDir dir;
+  detnccl::test::SyntheticRunSpec spec;
+  spec.ranks = 3;
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "newer", spec), "");
+  ASSERT_EQ(insert_unknown_records(dir.run("newer") + "/" + detnccl::records::rank_log_file_name(1), 2), "");
+  const CommandResult stats = detnccl("stats --json " + dir.run("newer"));
+  ASSERT_EQ(stats.exit_code, 0) << stats.output;
+  const json parsed = json::parse(stats.output, nullptr, false);
+  ASSERT_FALSE(parsed.is_discarded()) << stats.output;
+  for (std::uint32_t rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(parsed["per_rank"][rank]["unknown_records"], rank == 1 ? 2 : 0) << rank;
+    EXPECT_EQ(parsed["per_rank"][rank]["calls"], spec.steps * spec.calls_per_step) << rank;
+    EXPECT_EQ(parsed["per_rank"][rank]["end"], "closed") << rank;
+  }
+  const CommandResult text = detnccl("stats " + dir.run("newer"));
+  EXPECT_NE(text.output.find("2 records of a type this detnccl does not know skipped (rank 1;"), std::string::npos)
+      << text.output;
+  const CommandResult dump = detnccl("dump " + dir.run("newer"));
+  ASSERT_EQ(dump.exit_code, 0) << dump.output;
+  EXPECT_EQ(detnccl::test::occurrences(dump.output, "does not know skipped"), 1u) << dump.output;
+  EXPECT_NE(dump.output.find("; 2 records of a type this detnccl does not know skipped"), std::string::npos)
+      << dump.output;
 }
 
 // --from-step and --to-step take a step number: a negative or too large one is a bad argument (exit 2), never

@@ -87,6 +87,8 @@ class RankLogStream {
 
   // Why the stream ended (kNotReached before next() returned false).
   const records::LogEnd& end() const noexcept { return reader_->end(); }
+  // Records of types this reader does not know, skipped (a newer detnccl of the same format version wrote them).
+  std::uint64_t unknown_records_skipped() const noexcept { return reader_->unknown_records_skipped(); }
 
   // Communicator records read so far, in file order.
   const std::vector<records::CommunicatorRecord>& communicators() const noexcept { return communicators_; }

@@ -70,6 +70,7 @@ RunStats run_stats(const RunLogs& run, unsigned threads, std::atomic<std::size_t
             }
             rank.end = stream->end().kind;
             rank.end_message = stream->end().message;
+            rank.unknown_records = stream->unknown_records_skipped();
             if (log_end_is_unusable(stream->end())) errors[i] = stream->path() + ": " + stream->end().message;
           } catch (const std::exception& e) {
             errors[i] = run.logs[i].path + ": " + e.what();
