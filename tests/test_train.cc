@@ -266,6 +266,60 @@ TEST(Perturbation, ChosenElementChangesEverySum) {
   EXPECT_EQ(*element, 1u);
 }
 
+// Deterministic mode's association tree, written from docs/deterministic.md: the largest prime factor p of n splits
+// the ranks into the p classes of equal rank mod p (each in rank order, reduced the same way), combined left to right.
+float deterministic_mode_sum(const std::vector<float>& values) {
+  const std::size_t n = values.size();
+  if (n == 1) return values[0];
+  std::size_t p = n, rest = n;
+  for (std::size_t f = 2; f * f <= rest; ++f) {
+    while (rest % f == 0) {
+      p = f;
+      rest /= f;
+    }
+  }
+  if (rest > 1) p = rest;
+  float sum = 0;
+  for (std::size_t residue = 0; residue < p; ++residue) {
+    std::vector<float> members;
+    for (std::size_t i = residue; i < n; i += p) members.push_back(values[i]);
+    sum = residue == 0 ? deterministic_mode_sum(members) : sum + deterministic_mode_sum(members);
+  }
+  return sum;
+}
+
+TEST(Perturbation, AChosenPerturbationAlsoSurvivesDeterministicModesTree) {
+  // The demo's runs with DETNCCL_DETERMINISTIC=1 sum in this tree: for any rank count (40 = 2^3 * 5 is neither a
+  // power of two nor small enough for every permutation), a perturbation said to survive every order must change
+  // it too. Values of wildly different magnitudes make absorption common.
+  EXPECT_EQ(deterministic_mode_sum({1, 2, 4, 8, 16, 32}), ((1.0f + 8.0f) + (2.0f + 16.0f)) + (4.0f + 32.0f));
+  std::uint64_t state = 0x9e3779b97f4a7c15ull;
+  const auto next = [&state] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  int survived = 0;
+  for (const std::size_t n : {6u, 10u, 12u, 40u}) {
+    for (int trial = 0; trial < 400; ++trial) {
+      std::vector<float> values(n);
+      for (float& v : values) {
+        const int exponent = static_cast<int>(next() % 12) - 2;
+        v = std::ldexp(1.0f + static_cast<float>(next() % 1024) / 1024.0f, exponent) * ((next() & 1) ? 1.0f : -1.0f);
+      }
+      const std::size_t rank = next() % n;
+      if (!train::perturbation_survives_every_order(values, rank)) continue;
+      ++survived;
+      std::vector<float> perturbed = values;
+      perturbed[rank] = std::nextafter(perturbed[rank], std::numeric_limits<float>::infinity());
+      const float before = deterministic_mode_sum(values), after = deterministic_mode_sum(perturbed);
+      EXPECT_NE(std::memcmp(&before, &after, sizeof before), 0) << "n=" << n << " trial " << trial << " rank " << rank;
+    }
+  }
+  EXPECT_GT(survived, 50) << "too few cases survive to prove anything";
+}
+
 TEST(Checkpoint, RoundTripsAndRejectsDamage) {
   const TemporaryDirectory dir;
   train::Checkpoint written;

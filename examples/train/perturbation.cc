@@ -39,6 +39,31 @@ float sum_as_tree(std::vector<float> values, bool neighbours_first) {
   return values[0];
 }
 
+// detnccl's deterministic mode (docs/deterministic.md): the ranks split by the largest prime factor p of n into the p
+// classes of equal rank mod p, each reduced the same way, the class sums added left to right. For powers of two it
+// is the halves-first tree above; for other rank counts (6, 12, 40, ...) it is an order of its own.
+float sum_as_prime_factor_tree(std::span<const float> values) {
+  const std::size_t n = values.size();
+  if (n == 1) return values[0];
+  std::size_t largest_prime = n, rest = n;
+  for (std::size_t factor = 2; factor * factor <= rest; ++factor) {
+    while (rest % factor == 0) {
+      largest_prime = factor;
+      rest /= factor;
+    }
+  }
+  if (rest > 1) largest_prime = rest;
+  float sum = 0;
+  std::vector<float> members;
+  for (std::size_t residue = 0; residue < largest_prime; ++residue) {
+    members.clear();
+    for (std::size_t i = residue; i < n; i += largest_prime) members.push_back(values[i]);
+    const float class_sum = sum_as_prime_factor_tree(members);
+    sum = residue == 0 ? class_sum : sum + class_sum;
+  }
+  return sum;
+}
+
 float exactly_rounded_sum(std::span<const float> values) {
   // long double (64-bit mantissa on x86-64) holds the sum of a few floats of any magnitudes closely enough that a
   // single rounding to float is the exactly rounded sum in all but pathological cases.
@@ -64,6 +89,7 @@ std::vector<float> sums_in_every_order(std::span<const float> values) {
   const std::vector<float> copy(values.begin(), values.end());
   sums.push_back(sum_as_tree(copy, true));
   sums.push_back(sum_as_tree(copy, false));
+  sums.push_back(sum_as_prime_factor_tree(values));
   sums.push_back(exactly_rounded_sum(values));
   return sums;
 }

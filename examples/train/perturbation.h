@@ -17,7 +17,8 @@ namespace train {
 // Whether adding one ulp (std::nextafter towards +infinity) to contributions[rank] changes the fp32 sum of
 // `contributions` in every order checked: each left-to-right order of the contributions (every permutation for up to
 // 5 contributions; rank order and its reverse beyond), pairwise trees over rank order (neighbours first, and
-// halves first, as recursive halving does), and the exactly computed sum rounded once to fp32.
+// halves first, as recursive halving does), detnccl's deterministic-mode tree (split by the largest prime factor of
+// the rank count), and the exactly computed sum rounded once to fp32.
 bool perturbation_survives_every_order(std::span<const float> contributions, std::size_t rank);
 
 // The element of the flat gradient to perturb on rank `rank`: the element of largest magnitude on that rank whose
