@@ -16,6 +16,7 @@
 #include <exception>
 #include <iostream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -87,6 +88,18 @@ int finish_output(const char* command, int status) {
   return kExitUnusable;
 }
 
+// With --json on the command line, a tool reads standard output: bad arguments are said there too, as the JSON
+// document of unusable input, besides the message on stderr.
+void report_bad_arguments_as_json(int argc, char** argv, const std::string& message) {
+  if (std::find_if(argv + 1, argv + argc, [](const char* arg) { return std::strcmp(arg, "--json") == 0; }) ==
+      argv + argc) {
+    return;
+  }
+  std::cout << nlohmann::json({{"verdict", "unusable"}, {"error", "bad arguments: " + message}})
+                   .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+            << "\n";
+}
+
 // The subcommands, for a clear message about an unknown one.
 constexpr std::string_view kSubcommands[] = {"dump", "diff", "check", "stats", "fingerprint"};
 
@@ -156,14 +169,18 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
+    report_bad_arguments_as_json(argc, argv, e.what());
     return kExitUnusable;
   }
   try {
     if (dump_app->parsed()) return finish_output("dump", dump_command(dump));
     if (diff_app->parsed()) {
       if (diff.from_step && diff.to_step && *diff.from_step > *diff.to_step) {
-        std::cerr << "detnccl diff: --from-step " << *diff.from_step << " is after --to-step " << *diff.to_step << "\n";
-        return kExitUnusable;
+        const std::string message =
+            "--from-step " + std::to_string(*diff.from_step) + " is after --to-step " + std::to_string(*diff.to_step);
+        std::cerr << "detnccl diff: " << message << "\n";
+        report_bad_arguments_as_json(argc, argv, message);
+        return finish_output("diff", kExitUnusable);
       }
       return finish_output("diff", diff_command(diff));
     }

@@ -484,6 +484,15 @@ TEST(CliDiff, StepNumbersOutOfRangeAreBadArguments) {
   }
   // The largest step is a number like any other: everything up to it is compared.
   EXPECT_EQ(detnccl("diff " + runs + " --to-step 18446744073709551615").exit_code, 1);
+  // With --json a tool reads standard output: bad arguments are an "unusable" document there too.
+  for (const std::string arguments : {" --json --from-step -1", " --json --from-step 3 --to-step 1", " --json -j x"}) {
+    const CommandResult result = detnccl("diff " + runs + arguments);
+    EXPECT_EQ(result.exit_code, 2) << arguments << ": " << result.output;
+    const json parsed = json::parse(result.output, nullptr, false);
+    ASSERT_FALSE(parsed.is_discarded()) << arguments << ": " << result.output;
+    EXPECT_EQ(parsed["verdict"], "unusable") << arguments;
+    EXPECT_EQ(parsed["error"].get<std::string>().rfind("bad arguments: ", 0), 0u) << parsed.dump();
+  }
 }
 
 // A step range that selects no call of either run has nothing to compare: exit 2 naming each run's steps, and the
