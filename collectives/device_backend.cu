@@ -60,16 +60,46 @@ __global__ void finish_kernel(T* dst, const Acc* src, std::size_t count, Element
   }
 }
 
+// Lets this thread make calls that are "potentially unsafe" during another thread's CUDA graph capture (allocation,
+// free), for as long as it lives: in the default global mode they would fail and invalidate that capture.
+class RelaxedCaptureMode {
+ public:
+  RelaxedCaptureMode() noexcept { cudaThreadExchangeStreamCaptureMode(&mode_); }
+  ~RelaxedCaptureMode() { cudaThreadExchangeStreamCaptureMode(&mode_); }
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+};
+
 template <typename T, typename Acc>
 class DeviceBackend final : public Backend {
  public:
+  // Makes the stream's device current for the backend's life (the call's scratch allocation and launches): a kernel
+  // launch fails on a stream of another device, and NCCL itself switches to the communicator's device in every call,
+  // so the job's current device may be another (one thread driving several GPUs).
   DeviceBackend(const ElementSpec& spec, cudaStream_t stream)
       : reducer_(make_reducer<T, Acc>(spec, scalar_from_bits<T>(spec.scalar_bits))),
         device_scalar_(static_cast<const T*>(spec.device_scalar)),
-        stream_(stream) {}
+        stream_(stream) {
+    int stream_device = -1;
+    if (cudaGetDevice(&previous_device_) == cudaSuccess && cudaStreamGetDevice(stream, &stream_device) == cudaSuccess &&
+        stream_device != previous_device_ && cudaSetDevice(stream_device) == cudaSuccess) {
+      switched_device_ = true;
+    }
+    (void)cudaGetLastError();  // a failed query above must not be taken for a launch failure
+    load_kernels_once();
+  }
+  ~DeviceBackend() override {
+    if (switched_device_) cudaSetDevice(previous_device_);
+  }
+  DeviceBackend(const DeviceBackend&) = delete;
+  DeviceBackend& operator=(const DeviceBackend&) = delete;
 
   ncclResult_t load(void* dst, const void* src, std::size_t count) override {
     if (count == 0) return ncclSuccess;
+    clear_stale_error();
     load_kernel<T, Acc><<<grid_for(count), kThreads, 0, stream_>>>(static_cast<Acc*>(dst), static_cast<const T*>(src),
                                                                    count, reducer_, device_scalar_);
     return launched("load");
@@ -78,6 +108,7 @@ class DeviceBackend final : public Backend {
   ncclResult_t fold(void* dst, const void* first, std::size_t stride, int radix, int own_index, const void* own,
                     std::size_t count) override {
     if (count == 0) return ncclSuccess;
+    clear_stale_error();
     fold_kernel<T, Acc>
         <<<grid_for(count), kThreads, 0, stream_>>>(static_cast<Acc*>(dst), static_cast<const Acc*>(first), stride,
                                                     radix, own_index, static_cast<const Acc*>(own), count, reducer_);
@@ -92,6 +123,7 @@ class DeviceBackend final : public Backend {
       error_ = "in-place narrowing finish is not supported on the device";
       return ncclInternalError;
     }
+    clear_stale_error();
     finish_kernel<T, Acc><<<grid_for(count), kThreads, 0, stream_>>>(static_cast<T*>(dst), static_cast<const Acc*>(src),
                                                                      count, reducer_);
     return launched("finish");
@@ -100,6 +132,25 @@ class DeviceBackend final : public Backend {
   std::string last_error() const override { return error_; }
 
  private:
+  // RATIONALE: cudaGetLastError after a launch reports the last error of any runtime call on this thread, and the
+  // tracer's device fingerprints share this runtime: a failure of theirs (say, out of memory for their scratch,
+  // which they survive) must not be taken for this launch's. A sticky error still shows at the next call.
+  static void clear_stale_error() noexcept { (void)cudaGetLastError(); }
+
+  // Loads the kernels' module now, once per type pair: with lazy loading (the default since CUDA 12.2) the first
+  // launch would load it, which may wait for the device's queued work — NCCL kernels that wait for this rank's peers.
+  static void load_kernels_once() noexcept {
+    static const bool loaded = [] {
+      cudaFuncAttributes attributes{};
+      cudaFuncGetAttributes(&attributes, load_kernel<T, Acc>);
+      cudaFuncGetAttributes(&attributes, fold_kernel<T, Acc>);
+      cudaFuncGetAttributes(&attributes, finish_kernel<T, Acc>);
+      (void)cudaGetLastError();
+      return true;
+    }();
+    (void)loaded;
+  }
+
   ncclResult_t launched(const char* kernel) {
     const cudaError_t status = cudaGetLastError();
     if (status == cudaSuccess) return ncclSuccess;
@@ -111,6 +162,8 @@ class DeviceBackend final : public Backend {
   const T* device_scalar_;
   cudaStream_t stream_;
   std::string error_;
+  int previous_device_ = 0;
+  bool switched_device_ = false;
 };
 
 }  // namespace
@@ -132,6 +185,7 @@ std::unique_ptr<Backend> make_device_backend(const ElementSpec& spec, cudaStream
 }
 
 bool device_allocate(std::size_t bytes, void** pointer, std::string* error) {
+  const RelaxedCaptureMode relaxed;
   const cudaError_t status = cudaMalloc(pointer, bytes);
   if (status == cudaSuccess) return true;
   if (error != nullptr)
@@ -139,7 +193,10 @@ bool device_allocate(std::size_t bytes, void** pointer, std::string* error) {
   return false;
 }
 
-void device_free(void* pointer) { cudaFree(pointer); }
+void device_free(void* pointer) {
+  const RelaxedCaptureMode relaxed;
+  cudaFree(pointer);
+}
 
 bool stream_is_capturing(cudaStream_t stream, bool* capturing, std::string* error) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;

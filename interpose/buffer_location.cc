@@ -12,7 +12,6 @@ namespace {
 constexpr int kCudaSuccess = 0;
 constexpr int kCudaErrorInvalidValue = 1;
 constexpr int kPointerAttributeMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
-constexpr unsigned kMemoryTypeHost = 1;         // CU_MEMORYTYPE_HOST
 using PointerGetAttribute = int (*)(void* value, int attribute, unsigned long long pointer);
 
 PointerGetAttribute g_get_attribute = nullptr;
@@ -35,7 +34,11 @@ BufferLocation locate_buffer(const void* data) noexcept {
       g_get_attribute(&memory_type, kPointerAttributeMemoryType, reinterpret_cast<unsigned long long>(data));
   if (status == kCudaErrorInvalidValue) return BufferLocation::kHost;  // not memory CUDA knows: plain host memory
   if (status != kCudaSuccess) return BufferLocation::kUnknown;
-  return memory_type == kMemoryTypeHost ? BufferLocation::kHost : BufferLocation::kDevice;
+  // RATIONALE: pinned or registered host memory (CU_MEMORYTYPE_HOST) is read and written by NCCL's kernels,
+  // asynchronously on the stream, like device memory: the CPU may read it only in stream order, so it takes the
+  // device path (kernels reach it through unified addressing).
+  (void)memory_type;
+  return BufferLocation::kDevice;
 }
 
 }  // namespace detnccl::interpose

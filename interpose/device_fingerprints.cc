@@ -447,6 +447,11 @@ std::unique_ptr<DeviceDigestTicket> DeviceDigestTicket::failed(std::string reaso
 DeviceDigestTicket::State DeviceDigestTicket::poll() noexcept {
   if (state_ != kPending || in_flight_ == nullptr) return state_;
   Resources& resources = in_flight_->resources;
+  // RATIONALE: the collector thread polls, and a thread with no current device would make the runtime create a
+  // primary context on device 0 at its first call (about 0.5 GiB on GPU 0 for every rank of a node; torchcomms had
+  // this bug). The ticket's device already has one, made current before any other call here.
+  DeviceScope device;
+  if (resources.device >= 0) device.enter(resources.device);
   const RelaxedCaptureMode relaxed;
   const cudaError_t status = cudaEventQuery(resources.event);
   if (status == cudaErrorNotReady) return kPending;
