@@ -4,6 +4,7 @@
 #
 #   bin/      detnccl (CLI), gpu_traced_job, gpu_fingerprint_check, gpu_shim_check, bench_deterministic_gpu
 #   lib/      libdetnccl.so (the shim) and any shared library they need that the device lacks (none at present)
+#   lib-fallback/ libstdc++.so.6, libgcc_s.so.1 of this machine, used by run.sh only if the device's are older
 #   hostnccl/ libnccl.so.2 (hostnccl, with device buffers staged through host memory)
 #
 #   bench/gpu/prepare.sh [CARRY_DIR] [BUILD_DIR]     defaults: build/gpu-carry, build/gpu-prepare
@@ -35,6 +36,13 @@ for file in "${carry}"/bin/* "${carry}"/lib/*.so "${carry}/hostnccl/libnccl.so.2
 done | sort -u | while read -r name path; do
   [[ "${name}" =~ ${system} ]] && continue
   cp -L "${path}" "${carry}/lib/${name}"
+done
+
+# The C++ runtime the binaries were built against, for a device image whose own is older (run.sh uses it only then).
+mkdir -p "${carry}/lib-fallback"
+for name in libstdc++.so.6 libgcc_s.so.1; do
+  path="$(ldd "${carry}/lib/libdetnccl.so" | awk -v n="${name}" '$1 == n {print $3}')"
+  [ -n "${path}" ] && cp -L "${path}" "${carry}/lib-fallback/${name}"
 done
 
 echo "carry directory ${carry}:"

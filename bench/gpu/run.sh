@@ -57,6 +57,13 @@ if [ -n "${prebuilt}" ]; then
   bin="${prebuilt}/bin"; shim="${prebuilt}/lib/libdetnccl.so"; cli="${prebuilt}/bin/detnccl"
   hostnccl_dir="${prebuilt}/hostnccl"; extra_libs="${prebuilt}/lib"
   check_bin() { echo "${bin}/$1"; }
+  # The binaries were built with GCC 12: a device image whose libstdc++ is older lacks symbols they need. Only then
+  # is the carried C++ runtime used (lib-fallback/); a newer system one is never replaced (PyTorch may need it).
+  if ! "${cli}" --version >/dev/null 2>"${work:-/tmp}/loader-check.txt" &&
+    grep -q "GLIBCXX\|CXXABI\|GCC_" "${work:-/tmp}/loader-check.txt" && [ -d "${prebuilt}/lib-fallback" ]; then
+    echo "the system's C++ runtime is older than the binaries need: using the carried one (lib-fallback/)"
+    extra_libs="${extra_libs}:${prebuilt}/lib-fallback"
+  fi
 elif [ -n "${build_dir}" ]; then
   shim="${build_dir}/lib/libdetnccl.so"; cli="${build_dir}/cli/detnccl"
   hostnccl_dir="${build_dir}/hostnccl/lib"; extra_libs=""
@@ -86,6 +93,12 @@ except Exception:
 try:
     import torch
     dirs.append(os.path.join(os.path.dirname(torch.__file__), "lib"))
+    # Whatever the wheels' layout: libtorch_cuda.so needs libnccl.so.2, so importing torch loads it.
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1]
+            if os.path.basename(path).startswith("libnccl.so"):
+                dirs.append(os.path.dirname(path))
 except Exception:
     pass
 for d in dirs:
