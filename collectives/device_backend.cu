@@ -7,6 +7,7 @@
 #include <string>
 
 #include "collectives/backend.h"
+#include "hash/cuda_scopes.h"
 
 namespace detnccl::collectives {
 namespace {
@@ -60,18 +61,8 @@ __global__ void finish_kernel(T* dst, const Acc* src, std::size_t count, Element
   }
 }
 
-// Lets this thread make calls that are "potentially unsafe" during another thread's CUDA graph capture (allocation,
-// free), for as long as it lives: in the default global mode they would fail and invalidate that capture.
-class RelaxedCaptureMode {
- public:
-  RelaxedCaptureMode() noexcept { cudaThreadExchangeStreamCaptureMode(&mode_); }
-  ~RelaxedCaptureMode() { cudaThreadExchangeStreamCaptureMode(&mode_); }
-  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
-  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
-
- private:
-  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
-};
+using hash::cuda::DeviceScope;
+using hash::cuda::RelaxedCaptureMode;
 
 template <typename T, typename Acc>
 class DeviceBackend final : public Backend {
@@ -83,16 +74,9 @@ class DeviceBackend final : public Backend {
       : reducer_(make_reducer<T, Acc>(spec, scalar_from_bits<T>(spec.scalar_bits))),
         device_scalar_(static_cast<const T*>(spec.device_scalar)),
         stream_(stream) {
-    int stream_device = -1;
-    if (cudaGetDevice(&previous_device_) == cudaSuccess && cudaStreamGetDevice(stream, &stream_device) == cudaSuccess &&
-        stream_device != previous_device_ && cudaSetDevice(stream_device) == cudaSuccess) {
-      switched_device_ = true;
-    }
+    device_.enter_device_of(stream);
     (void)cudaGetLastError();  // a failed query above must not be taken for a launch failure
     load_kernels_once();
-  }
-  ~DeviceBackend() override {
-    if (switched_device_) cudaSetDevice(previous_device_);
   }
   DeviceBackend(const DeviceBackend&) = delete;
   DeviceBackend& operator=(const DeviceBackend&) = delete;
@@ -162,8 +146,7 @@ class DeviceBackend final : public Backend {
   const T* device_scalar_;
   cudaStream_t stream_;
   std::string error_;
-  int previous_device_ = 0;
-  bool switched_device_ = false;
+  DeviceScope device_;
 };
 
 }  // namespace

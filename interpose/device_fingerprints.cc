@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "hash/cuda_scopes.h"
 #include "hash/fingerprint_cuda.h"
 #include "hash/reference_fingerprint.h"
 #include "hash/xxh3_portable.h"
@@ -29,45 +30,8 @@ std::string describe(const char* what, cudaError_t status) {
   return std::string(what) + " failed: " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")";
 }
 
-// RATIONALE: while any thread captures a graph in cudaStreamCaptureModeGlobal, a thread in the default mode may not
-// make "potentially unsafe" calls (cudaMalloc, cudaEventQuery, ...): the call fails and invalidates that capture.
-// A job's capture must never break because of us, so all our calls are made in relaxed mode (none of them touches
-// a capturing stream: enqueue_device_digests checks first), and the thread's own mode is restored afterwards.
-class RelaxedCaptureMode {
- public:
-  RelaxedCaptureMode() noexcept : swapped_(cudaThreadExchangeStreamCaptureMode(&mode_) == cudaSuccess) {}
-  ~RelaxedCaptureMode() {
-    if (swapped_) cudaThreadExchangeStreamCaptureMode(&mode_);
-  }
-  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
-  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
-
- private:
-  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
-  bool swapped_;
-};
-
-// Makes a device current for the scope, restoring the thread's previous one (only if it had to change it).
-class DeviceScope {
- public:
-  DeviceScope() = default;
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-  ~DeviceScope() {
-    if (changed_) cudaSetDevice(previous_);
-  }
-  cudaError_t enter(int device) noexcept {
-    const cudaError_t status = cudaGetDevice(&previous_);
-    if (status != cudaSuccess || previous_ == device) return status;
-    const cudaError_t set = cudaSetDevice(device);
-    changed_ = set == cudaSuccess;
-    return set;
-  }
-
- private:
-  int previous_ = 0;
-  bool changed_ = false;
-};
+using hash::cuda::DeviceScope;
+using hash::cuda::RelaxedCaptureMode;
 
 struct Availability {
   bool available = false;

@@ -885,15 +885,15 @@ std::optional<PendingCall> begin_call(const CallShape& shape, ThreadState& threa
   Process* process = g_process;
   if (process == nullptr) return traced;
   try {
-    Communicator* communicator = nullptr;
-    if (process->active_writer.load(std::memory_order_acquire) != nullptr) {
-      communicator = find_communicator_for_call(*process, thread.communicators, shape.comm);
-    }
+    const records::RecordWriter* writer = process->active_writer.load(std::memory_order_acquire);
+    Communicator* communicator =
+        writer != nullptr ? find_communicator_for_call(*process, thread.communicators, shape.comm) : nullptr;
     // A communicator NCCL had not finished creating is recorded at its first call (which may create the log).
     if (communicator == nullptr && process->pending_count.load(std::memory_order_relaxed) > 0) {
       communicator = find_pending_for_call(*process, thread.communicators, shape.comm);
+      writer = process->active_writer.load(std::memory_order_acquire);
     }
-    if (communicator == nullptr || process->active_writer.load(std::memory_order_acquire) == nullptr) {
+    if (communicator == nullptr || writer == nullptr) {
       return traced;  // tracing is off, or not a communicator we saw created: NCCL will reject or run it; no record
     }
     PendingCall& call = traced.emplace();

@@ -1,0 +1,56 @@
+// Scoped CUDA runtime state for detnccl's own CUDA calls (the shim's device fingerprints, deterministic mode's
+// kernels): each guard restores the job's thread state when it ends. Header-only; the including target links the
+// CUDA runtime.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+namespace detnccl::hash::cuda {
+
+// RATIONALE: while any thread captures a graph in cudaStreamCaptureModeGlobal, a thread in the default mode may not
+// make "potentially unsafe" calls (cudaMalloc, cudaFree, cudaEventQuery, ...): the call fails and invalidates that
+// capture. A job's capture must never break because of us, so our calls that are not part of a capture are made in
+// relaxed mode, and the thread's own mode is restored afterwards.
+class RelaxedCaptureMode {
+ public:
+  RelaxedCaptureMode() noexcept : swapped_(cudaThreadExchangeStreamCaptureMode(&mode_) == cudaSuccess) {}
+  ~RelaxedCaptureMode() {
+    if (swapped_) cudaThreadExchangeStreamCaptureMode(&mode_);
+  }
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+  bool swapped_;
+};
+
+// Makes a device current for the scope, restoring the thread's previous one (only if it had to change it).
+class DeviceScope {
+ public:
+  DeviceScope() = default;
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+  ~DeviceScope() {
+    if (changed_) cudaSetDevice(previous_);
+  }
+  cudaError_t enter(int device) noexcept {
+    const cudaError_t status = cudaGetDevice(&previous_);
+    if (status != cudaSuccess || previous_ == device) return status;
+    const cudaError_t set = cudaSetDevice(device);
+    changed_ = set == cudaSuccess;
+    return set;
+  }
+  // The device `stream` belongs to (the current one for the legacy default stream).
+  cudaError_t enter_device_of(cudaStream_t stream) noexcept {
+    int device = -1;
+    const cudaError_t status = cudaStreamGetDevice(stream, &device);
+    return status == cudaSuccess ? enter(device) : status;
+  }
+
+ private:
+  int previous_ = 0;
+  bool changed_ = false;
+};
+
+}  // namespace detnccl::hash::cuda
