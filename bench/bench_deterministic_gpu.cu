@@ -1,7 +1,8 @@
 // GPU check for deterministic mode: the CUDA backend's load / combine / finish kernels give the same bits as the CPU
 // backend on the same inputs (every floating datatype, every operator, both accumulation modes, inputs with NaN
-// payloads, infinities, signed zeros, subnormals and overflowing values), and the combine kernel's throughput against
-// a device-to-device memcpy measured in the same run.
+// payloads, infinities, signed zeros, subnormals and overflowing values; arrays aligned for their type, and arrays
+// one byte off, which NCCL accepts and the kernels must read byte by byte), and the combine kernel's throughput
+// against a device-to-device memcpy measured in the same run.
 //
 //   bench_deterministic_gpu            run on the GPU
 //   bench_deterministic_gpu --dry-run  CPU side only (no GPU needed): builds every case and runs the CPU backend
@@ -73,7 +74,10 @@ struct Case {
   ncclDataType_t type;
   dc::ReductionKind kind;
   bool float_accumulator;
+  std::size_t shift;  // bytes every array starts past an aligned address: 0, or 1 (misaligned for types wider than 1)
 };
+
+constexpr std::size_t kSlack = 8;  // room for the shift in every allocation
 
 const char* kind_name(dc::ReductionKind kind) {
   static const char* const kNames[] = {"sum", "prod", "min", "max", "avg", "premulsum"};
@@ -91,11 +95,16 @@ int check_case(const Case& c, bool dry_run) {
   std::vector<unsigned char> scalar = random_bytes(c.type, 1, 77);
   std::memcpy(&spec.scalar_bits, scalar.data(), size);
 
-  // Host side. The slots must be consecutive: one allocation for inputs 0,1,3,4's accumulators.
+  // Host side. The slots must be consecutive: one allocation for inputs 0,1,3,4's accumulators. Every array starts
+  // c.shift bytes into its allocation.
   std::vector<std::vector<unsigned char>> host_inputs;
-  for (int q = 0; q < kRadix; ++q) host_inputs.push_back(random_bytes(c.type, kCount, 10 + static_cast<unsigned>(q)));
-  std::vector<unsigned char> host_slots((kRadix - 1) * kCount * acc_size), host_own(kCount * acc_size),
-      host_out(kCount * size);
+  for (int q = 0; q < kRadix; ++q) {
+    std::vector<unsigned char> input = random_bytes(c.type, kCount, 10 + static_cast<unsigned>(q));
+    input.insert(input.begin(), c.shift, 0);
+    host_inputs.push_back(std::move(input));
+  }
+  std::vector<unsigned char> host_slots((kRadix - 1) * kCount * acc_size + kSlack),
+      host_own(kCount * acc_size + kSlack), host_out(kCount * size + kSlack);
   const auto layout = [&](unsigned char* slots, unsigned char* own) {
     std::vector<void*> acc(kRadix);
     for (int q = 0, slot = 0; q < kRadix; ++q)
@@ -103,10 +112,10 @@ int check_case(const Case& c, bool dry_run) {
     return acc;
   };
   std::vector<void*> host_input_pointers;
-  for (auto& input : host_inputs) host_input_pointers.push_back(input.data());
+  for (auto& input : host_inputs) host_input_pointers.push_back(input.data() + c.shift);
   auto host_backend = dc::make_host_backend(spec);
-  if (!run_steps(*host_backend, host_input_pointers, layout(host_slots.data(), host_own.data()), host_out.data(),
-                 kCount)) {
+  if (!run_steps(*host_backend, host_input_pointers, layout(host_slots.data() + c.shift, host_own.data() + c.shift),
+                 host_out.data() + c.shift, kCount)) {
     return 2;
   }
   if (dry_run) return 0;
@@ -116,11 +125,12 @@ int check_case(const Case& c, bool dry_run) {
   void *slots = nullptr, *own = nullptr, *out = nullptr, *device_scalar = nullptr;
   bool ok = true;
   for (int q = 0; q < kRadix && ok; ++q) {
-    ok = cuda_ok(cudaMalloc(&device_inputs[static_cast<std::size_t>(q)], kCount * size), "cudaMalloc") &&
+    ok = cuda_ok(cudaMalloc(&device_inputs[static_cast<std::size_t>(q)], kCount * size + kSlack), "cudaMalloc") &&
          cuda_ok(cudaMemcpy(device_inputs[static_cast<std::size_t>(q)], host_inputs[static_cast<std::size_t>(q)].data(),
-                            kCount * size, cudaMemcpyHostToDevice),
+                            kCount * size + c.shift, cudaMemcpyHostToDevice),
                  "cudaMemcpy");
   }
+  const auto shifted = [&](void* base) -> unsigned char* { return static_cast<unsigned char*>(base) + c.shift; };
   ok = ok && cuda_ok(cudaMalloc(&slots, host_slots.size()), "cudaMalloc") &&
        cuda_ok(cudaMalloc(&own, host_own.size()), "cudaMalloc") &&
        cuda_ok(cudaMalloc(&out, host_out.size()), "cudaMalloc") &&
@@ -135,20 +145,22 @@ int check_case(const Case& c, bool dry_run) {
     }
     std::string error;
     auto device_backend = dc::make_device_backend(device_spec, nullptr, &error);
-    std::vector<unsigned char> device_out(host_out.size());
+    std::vector<unsigned char> device_out(kCount * size);
+    std::vector<void*> shifted_inputs;
+    for (void* input : device_inputs) shifted_inputs.push_back(shifted(input));
     if (device_backend != nullptr &&
-        run_steps(*device_backend, device_inputs,
-                  layout(static_cast<unsigned char*>(slots), static_cast<unsigned char*>(own)), out, kCount) &&
+        run_steps(*device_backend, shifted_inputs, layout(shifted(slots), shifted(own)), shifted(out), kCount) &&
         cuda_ok(cudaDeviceSynchronize(), "kernels") &&
-        cuda_ok(cudaMemcpy(device_out.data(), out, device_out.size(), cudaMemcpyDeviceToHost), "cudaMemcpy")) {
+        cuda_ok(cudaMemcpy(device_out.data(), shifted(out), device_out.size(), cudaMemcpyDeviceToHost), "cudaMemcpy")) {
       verdict = 0;
+      const unsigned char* want_out = host_out.data() + c.shift;
       for (std::size_t i = 0; i < kCount; ++i) {
-        if (std::memcmp(&device_out[i * size], &host_out[i * size], size) != 0) {
+        if (std::memcmp(&device_out[i * size], &want_out[i * size], size) != 0) {
           std::uint64_t got = 0, want = 0;
           std::memcpy(&got, &device_out[i * size], size);
-          std::memcpy(&want, &host_out[i * size], size);
-          std::printf("  type %d %s acc %s: element %zu GPU 0x%llx, CPU 0x%llx\n", static_cast<int>(c.type),
-                      kind_name(c.kind), c.float_accumulator ? "fp32" : "native", i,
+          std::memcpy(&want, &want_out[i * size], size);
+          std::printf("  type %d %s acc %s shift %zu: element %zu GPU 0x%llx, CPU 0x%llx\n", static_cast<int>(c.type),
+                      kind_name(c.kind), c.float_accumulator ? "fp32" : "native", c.shift, i,
                       static_cast<unsigned long long>(got), static_cast<unsigned long long>(want));
           verdict = 1;
           break;
@@ -168,17 +180,20 @@ int check_case(const Case& c, bool dry_run) {
 
 // Throughput of one radix-2 combine over kSpeedBytes inputs (reads 2, writes 1) against cudaMemcpy D2D (reads 1,
 // writes 1), in bytes moved per second.
-void measure_throughput(ncclDataType_t type, bool float_accumulator) {
+// shift: bytes the arrays start past an aligned address (1: the byte-by-byte kernels).
+void measure_throughput(ncclDataType_t type, bool float_accumulator, std::size_t shift) {
   dc::ElementSpec spec;
   spec.datatype = type;
   spec.float_accumulator = float_accumulator;
   const std::size_t count = kSpeedBytes / spec.acc_size();
   void *inputs = nullptr, *out = nullptr;
-  if (!cuda_ok(cudaMalloc(&inputs, 2 * kSpeedBytes), "cudaMalloc") ||
-      !cuda_ok(cudaMalloc(&out, kSpeedBytes), "cudaMalloc")) {
+  if (!cuda_ok(cudaMalloc(&inputs, 2 * kSpeedBytes + kSlack), "cudaMalloc") ||
+      !cuda_ok(cudaMalloc(&out, kSpeedBytes + kSlack), "cudaMalloc")) {
     return;
   }
-  cudaMemset(inputs, 0, 2 * kSpeedBytes);
+  cudaMemset(inputs, 0, 2 * kSpeedBytes + kSlack);
+  void* first = static_cast<unsigned char*>(inputs) + shift;
+  void* dst = static_cast<unsigned char*>(out) + shift;
   std::string error;
   auto backend = dc::make_device_backend(spec, nullptr, &error);
   cudaEvent_t start, stop;
@@ -186,21 +201,21 @@ void measure_throughput(ncclDataType_t type, bool float_accumulator) {
   cudaEventCreate(&stop);
   constexpr int kIterations = 20;
   float fold_ms = 0, copy_ms = 0;
-  backend->fold(out, inputs, count, 2, -1, nullptr, count);  // warm-up
+  backend->fold(dst, first, count, 2, -1, nullptr, count);  // warm-up
   cudaEventRecord(start);
-  for (int i = 0; i < kIterations; ++i) backend->fold(out, inputs, count, 2, -1, nullptr, count);
+  for (int i = 0; i < kIterations; ++i) backend->fold(dst, first, count, 2, -1, nullptr, count);
   cudaEventRecord(stop);
   cudaEventSynchronize(stop);
   cudaEventElapsedTime(&fold_ms, start, stop);
   cudaEventRecord(start);
-  for (int i = 0; i < kIterations; ++i) cudaMemcpyAsync(out, inputs, kSpeedBytes, cudaMemcpyDeviceToDevice);
+  for (int i = 0; i < kIterations; ++i) cudaMemcpyAsync(dst, first, kSpeedBytes, cudaMemcpyDeviceToDevice);
   cudaEventRecord(stop);
   cudaEventSynchronize(stop);
   cudaEventElapsedTime(&copy_ms, start, stop);
   const double fold_gbs = 3.0 * kSpeedBytes * kIterations / (fold_ms * 1e-3) / 1e9;
   const double copy_gbs = 2.0 * kSpeedBytes * kIterations / (copy_ms * 1e-3) / 1e9;
-  std::printf("%-6d %-7s %12.1f %12.1f %8.1f%%\n", static_cast<int>(type), float_accumulator ? "fp32" : "native",
-              fold_gbs, copy_gbs, 100.0 * fold_gbs / copy_gbs);
+  std::printf("%-6d %-7s %-5zu %12.1f %12.1f %8.1f%%\n", static_cast<int>(type), float_accumulator ? "fp32" : "native",
+              shift, fold_gbs, copy_gbs, 100.0 * fold_gbs / copy_gbs);
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   cudaFree(inputs);
@@ -229,19 +244,24 @@ int main(int argc, char** argv) {
             float_accumulator) {
           continue;
         }
-        ++cases;
-        const int verdict = check_case({type, kind, float_accumulator}, dry_run);
-        if (verdict != 0) ++failures;
-        if (verdict == 2) std::printf("  type %d %s: could not run\n", static_cast<int>(type), kind_name(kind));
+        for (std::size_t shift : {std::size_t{0}, std::size_t{1}}) {
+          ++cases;
+          const int verdict = check_case({type, kind, float_accumulator, shift}, dry_run);
+          if (verdict != 0) ++failures;
+          if (verdict == 2) {
+            std::printf("  type %d %s shift %zu: could not run\n", static_cast<int>(type), kind_name(kind), shift);
+          }
+        }
       }
     }
   }
   std::printf("%d cases, %d differ or failed\n", cases, failures);
   if (!dry_run && failures == 0) {
     std::printf("\ncombine throughput (radix 2, 256 MiB per input), bytes moved per second vs memcpy D2D\n");
-    std::printf("%-6s %-7s %12s %12s %9s\n", "type", "acc", "fold GB/s", "memcpy GB/s", "ratio");
-    for (ncclDataType_t type : {ncclFloat32, ncclBfloat16, ncclFloat8e4m3}) measure_throughput(type, false);
-    measure_throughput(ncclBfloat16, true);
+    std::printf("%-6s %-7s %-5s %12s %12s %9s\n", "type", "acc", "shift", "fold GB/s", "memcpy GB/s", "ratio");
+    for (ncclDataType_t type : {ncclFloat32, ncclBfloat16, ncclFloat8e4m3}) measure_throughput(type, false, 0);
+    measure_throughput(ncclBfloat16, true, 0);
+    measure_throughput(ncclFloat32, false, 1);  // misaligned arrays: the byte-by-byte kernels
   }
   return failures == 0 ? 0 : 1;
 }

@@ -3,6 +3,8 @@
 // scratch exists. Compiled with --fmad=false (see element_reducer.h).
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -20,44 +22,78 @@ unsigned grid_for(std::size_t count) {
   return static_cast<unsigned>(blocks < kMaxBlocks ? (blocks == 0 ? 1 : blocks) : kMaxBlocks);
 }
 
-// A kPreMulSum scalar that lives in device memory is read by every kernel when it runs (stream order), as NCCL
-// reads ncclScalarDevice scalars.
-template <typename T, typename Acc>
-__device__ inline ElementReducer<T, Acc> with_scalar(ElementReducer<T, Acc> reducer, const T* device_scalar) {
-  if (device_scalar != nullptr) reducer.scale = arith::Arith<T>::to_compute(*device_scalar);
-  return reducer;
+// RATIONALE: NCCL accepts buffers at any address, but a typed access to an element not aligned for its type is a
+// misaligned-address fault, which ends the whole CUDA context (the job). The kernels come in two variants: typed
+// accesses when every array of the launch is aligned (always, for the scratch), byte accesses otherwise. Both give
+// the same bits; the byte variant is only slower.
+template <bool kAligned, typename X>
+__device__ inline X read_element(const X* base, std::size_t i) {
+  if constexpr (kAligned) {
+    return base[i];
+  } else {
+    unsigned char bytes[sizeof(X)];
+    const unsigned char* from = reinterpret_cast<const unsigned char*>(base) + i * sizeof(X);
+    for (std::size_t k = 0; k < sizeof(X); ++k) bytes[k] = from[k];
+    X value;
+    memcpy(&value, bytes, sizeof(X));
+    return value;
+  }
 }
-
-template <typename T, typename Acc>
-__global__ void load_kernel(Acc* dst, const T* src, std::size_t count, ElementReducer<T, Acc> reducer,
-                            const T* device_scalar) {
-  const ElementReducer<T, Acc> r = with_scalar(reducer, device_scalar);
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < count;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    dst[i] = r.load(src[i]);
+template <bool kAligned, typename X>
+__device__ inline void write_element(X* base, std::size_t i, X value) {
+  if constexpr (kAligned) {
+    base[i] = value;
+  } else {
+    unsigned char bytes[sizeof(X)];
+    memcpy(bytes, &value, sizeof(X));
+    unsigned char* to = reinterpret_cast<unsigned char*>(base) + i * sizeof(X);
+    for (std::size_t k = 0; k < sizeof(X); ++k) to[k] = bytes[k];
   }
 }
 
-template <typename T, typename Acc>
+template <typename X>
+bool aligned_for(const void* pointer) {
+  return reinterpret_cast<std::uintptr_t>(pointer) % alignof(X) == 0;
+}
+
+// A kPreMulSum scalar that lives in device memory is read by every kernel when it runs (stream order), as NCCL
+// reads ncclScalarDevice scalars.
+template <bool kAligned, typename T, typename Acc>
+__device__ inline ElementReducer<T, Acc> with_scalar(ElementReducer<T, Acc> reducer, const T* device_scalar) {
+  if (device_scalar != nullptr) reducer.scale = arith::Arith<T>::to_compute(read_element<kAligned>(device_scalar, 0));
+  return reducer;
+}
+
+template <typename T, typename Acc, bool kAligned>
+__global__ void load_kernel(Acc* dst, const T* src, std::size_t count, ElementReducer<T, Acc> reducer,
+                            const T* device_scalar) {
+  const ElementReducer<T, Acc> r = with_scalar<kAligned>(reducer, device_scalar);
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    write_element<kAligned>(dst, i, r.load(read_element<kAligned>(src, i)));
+  }
+}
+
+template <typename T, typename Acc, bool kAligned>
 __global__ void fold_kernel(Acc* dst, const Acc* first, std::size_t stride, int radix, int own_index, const Acc* own,
                             std::size_t count, ElementReducer<T, Acc> reducer) {
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    Acc partial = own_index == 0 ? own[i] : first[i];
+    Acc partial = read_element<kAligned>(own_index == 0 ? own : first, i);
     for (int q = 1; q < radix; ++q) {
       const Acc* input =
           q == own_index ? own : first + static_cast<std::size_t>(own_index >= 0 && q > own_index ? q - 1 : q) * stride;
-      partial = reducer.combine(partial, input[i]);
+      partial = reducer.combine(partial, read_element<kAligned>(input, i));
     }
-    dst[i] = partial;
+    write_element<kAligned>(dst, i, partial);
   }
 }
 
-template <typename T, typename Acc>
+template <typename T, typename Acc, bool kAligned>
 __global__ void finish_kernel(T* dst, const Acc* src, std::size_t count, ElementReducer<T, Acc> reducer) {
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    dst[i] = reducer.finish(src[i]);
+    write_element<kAligned>(dst, i, reducer.finish(read_element<kAligned>(src, i)));
   }
 }
 
@@ -84,8 +120,15 @@ class DeviceBackend final : public Backend {
   ncclResult_t load(void* dst, const void* src, std::size_t count) override {
     if (count == 0) return ncclSuccess;
     clear_stale_error();
-    load_kernel<T, Acc><<<grid_for(count), kThreads, 0, stream_>>>(static_cast<Acc*>(dst), static_cast<const T*>(src),
-                                                                   count, reducer_, device_scalar_);
+    const auto launch = [&](auto kernel) {
+      kernel<<<grid_for(count), kThreads, 0, stream_>>>(static_cast<Acc*>(dst), static_cast<const T*>(src), count,
+                                                        reducer_, device_scalar_);
+    };
+    if (aligned_for<Acc>(dst) && aligned_for<T>(src) && aligned_for<T>(device_scalar_)) {
+      launch(load_kernel<T, Acc, true>);
+    } else {
+      launch(load_kernel<T, Acc, false>);
+    }
     return launched("load");
   }
 
@@ -93,9 +136,17 @@ class DeviceBackend final : public Backend {
                     std::size_t count) override {
     if (count == 0) return ncclSuccess;
     clear_stale_error();
-    fold_kernel<T, Acc>
-        <<<grid_for(count), kThreads, 0, stream_>>>(static_cast<Acc*>(dst), static_cast<const Acc*>(first), stride,
-                                                    radix, own_index, static_cast<const Acc*>(own), count, reducer_);
+    const auto launch = [&](auto kernel) {
+      kernel<<<grid_for(count), kThreads, 0, stream_>>>(static_cast<Acc*>(dst), static_cast<const Acc*>(first), stride,
+                                                        radix, own_index, static_cast<const Acc*>(own), count,
+                                                        reducer_);
+    };
+    // The strided inputs are `stride` whole elements apart: aligned when `first` is.
+    if (aligned_for<Acc>(dst) && aligned_for<Acc>(first) && aligned_for<Acc>(own)) {
+      launch(fold_kernel<T, Acc, true>);
+    } else {
+      launch(fold_kernel<T, Acc, false>);
+    }
     return launched("fold");
   }
 
@@ -108,8 +159,15 @@ class DeviceBackend final : public Backend {
       return ncclInternalError;
     }
     clear_stale_error();
-    finish_kernel<T, Acc><<<grid_for(count), kThreads, 0, stream_>>>(static_cast<T*>(dst), static_cast<const Acc*>(src),
-                                                                     count, reducer_);
+    const auto launch = [&](auto kernel) {
+      kernel<<<grid_for(count), kThreads, 0, stream_>>>(static_cast<T*>(dst), static_cast<const Acc*>(src), count,
+                                                        reducer_);
+    };
+    if (aligned_for<T>(dst) && aligned_for<Acc>(src)) {
+      launch(finish_kernel<T, Acc, true>);
+    } else {
+      launch(finish_kernel<T, Acc, false>);
+    }
     return launched("finish");
   }
 
@@ -126,9 +184,14 @@ class DeviceBackend final : public Backend {
   static void load_kernels_once() noexcept {
     static const bool loaded = [] {
       cudaFuncAttributes attributes{};
-      cudaFuncGetAttributes(&attributes, load_kernel<T, Acc>);
-      cudaFuncGetAttributes(&attributes, fold_kernel<T, Acc>);
-      cudaFuncGetAttributes(&attributes, finish_kernel<T, Acc>);
+      for (const void* kernel : {reinterpret_cast<const void*>(load_kernel<T, Acc, true>),
+                                 reinterpret_cast<const void*>(load_kernel<T, Acc, false>),
+                                 reinterpret_cast<const void*>(fold_kernel<T, Acc, true>),
+                                 reinterpret_cast<const void*>(fold_kernel<T, Acc, false>),
+                                 reinterpret_cast<const void*>(finish_kernel<T, Acc, true>),
+                                 reinterpret_cast<const void*>(finish_kernel<T, Acc, false>)}) {
+        cudaFuncGetAttributes(&attributes, kernel);
+      }
       (void)cudaGetLastError();
       return true;
     }();

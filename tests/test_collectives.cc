@@ -74,9 +74,11 @@ struct Shape {
 };
 
 // Runs one call on this rank with inputs from input_value and checks the output against the model; returns false
-// (after reporting) on any difference. `out` receives this rank's output.
+// (after reporting) on any difference. `out` receives this rank's output. With `shift` > 0 the call's buffers start
+// that many bytes past an aligned address (NCCL accepts any address).
 template <typename T>
-bool run_and_check(Rank& R, const Shape& s, std::vector<T>* out = nullptr, bool in_place = false) {
+bool run_and_check(Rank& R, const Shape& s, std::vector<T>* out = nullptr, bool in_place = false,
+                   std::size_t shift = 0) {
   const int n = R.nranks, me = R.rank;
   const std::size_t blocks = s.collective == Collective::kReduceScatter ? static_cast<std::size_t>(n) : 1;
   const std::size_t send_count = s.count * blocks;
@@ -95,12 +97,18 @@ bool run_and_check(Rank& R, const Shape& s, std::vector<T>* out = nullptr, bool 
     reduction = dc::premul_sum_reduction(&my_scalar, datatype_of<T>(), residence);
   }
 
-  void* recvbuff = recv.data();
-  const void* sendbuff = send.data();
+  // Byte copies of the buffers, `shift` bytes in (shift 0: the vectors themselves).
+  std::vector<unsigned char> send_bytes(shift + send_count * sizeof(T)), recv_bytes(shift + s.count * sizeof(T), 0xA5);
+  unsigned char* sendbuff = reinterpret_cast<unsigned char*>(send.data());
+  unsigned char* recvbuff = reinterpret_cast<unsigned char*>(recv.data());
+  if (shift > 0) {
+    std::memcpy(send_bytes.data() + shift, send.data(), send_count * sizeof(T));
+    sendbuff = send_bytes.data() + shift;
+    recvbuff = recv_bytes.data() + shift;
+  }
   if (in_place) {
-    recvbuff = s.collective == Collective::kReduceScatter
-                   ? static_cast<void*>(send.data() + static_cast<std::size_t>(me) * s.count)
-                   : static_cast<void*>(send.data());
+    recvbuff = sendbuff +
+               (s.collective == Collective::kReduceScatter ? static_cast<std::size_t>(me) * s.count : 0) * sizeof(T);
   }
   dc::Workspace workspace;
   dc::Report report;
@@ -120,14 +128,15 @@ bool run_and_check(Rank& R, const Shape& s, std::vector<T>* out = nullptr, bool 
       break;
   }
   char what[200];
-  std::snprintf(what, sizeof what, "%s %s type %d count %zu algo %s acc %s root %d%s", collective_name(s.collective),
-                kind_name(s.kind), static_cast<int>(datatype_of<T>()), s.count, dc::algorithm_name(report.algorithm),
-                dc::accumulate_name(s.options.accumulate), s.root, in_place ? " in-place" : "");
+  std::snprintf(what, sizeof what, "%s %s type %d count %zu algo %s acc %s root %d%s shift %zu",
+                collective_name(s.collective), kind_name(s.kind), static_cast<int>(datatype_of<T>()), s.count,
+                dc::algorithm_name(report.algorithm), dc::accumulate_name(s.options.accumulate), s.root,
+                in_place ? " in-place" : "", shift);
   if (!R.check.expect(result == ncclSuccess, "%s: returned %d: %s", what, static_cast<int>(result),
                       report.error.c_str())) {
     return false;
   }
-  if (in_place) std::memcpy(recv.data(), recvbuff, s.count * sizeof(T));
+  if (in_place || shift > 0) std::memcpy(recv.data(), recvbuff, s.count * sizeof(T));
   if (s.collective == Collective::kReduce && me != s.root) {
     if (out != nullptr) out->clear();
     return true;
@@ -452,6 +461,38 @@ TEST(Collectives, InPlaceBuffers) {
           run_and_check<Bfloat16>(R, s, nullptr, true);
           s.options.accumulate = Accumulate::kFloat32;
           run_and_check<Half>(R, s, nullptr, true);
+        }
+      }
+    });
+    EXPECT_TRUE(result.all_ok()) << n << " ranks";
+  }
+}
+
+// Buffers at any address, as NCCL allows: elements not aligned for their type (a float at an odd address) give the
+// model's bits with every algorithm, in and out of place. (A typed access there is undefined behaviour, which the
+// UBSan build reports, and a fault on GPUs: bench/bench_deterministic_gpu.cu checks the device kernels.)
+TEST(Collectives, BuffersNotAlignedForTheirTypeGiveTheModelsBits) {
+  for (int n : {1, 6}) {
+    const ForkResult result = run_forked(n, [](Rank& R) {
+      for (Collective c : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kReduce}) {
+        for (Algorithm algorithm : {Algorithm::kMixedRadix, Algorithm::kOneShot}) {
+          for (std::size_t shift : {std::size_t{1}, std::size_t{3}}) {
+            for (bool in_place : {false, true}) {
+              Shape s;
+              s.collective = c;
+              s.count = 97;
+              s.root = R.nranks - 1;
+              s.options.algorithm = algorithm;
+              s.options.scratch_bytes = 512;  // several chunks
+              if (!run_and_check<float>(R, s, nullptr, in_place, shift)) return;
+              if (!run_and_check<double>(R, s, nullptr, in_place, shift)) return;
+              s.kind = ReductionKind::kAvg;
+              if (!run_and_check<Half>(R, s, nullptr, in_place, shift)) return;
+              s.kind = ReductionKind::kPreMulSum;
+              s.options.accumulate = Accumulate::kFloat32;
+              if (!run_and_check<Bfloat16>(R, s, nullptr, in_place, shift)) return;
+            }
+          }
         }
       }
     });

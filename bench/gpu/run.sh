@@ -232,7 +232,7 @@ part_ranks() {
   if ranks_job "${hostnccl_dir}" ranks-a-host host 4 "${work}/host" &&
      ranks_job "${hostnccl_dir}" "ranks-b-${memory}" "${memory}" 4 "${work}/${memory}-4"; then
     if same_outputs "${work}/host" "${work}/${memory}-4" 4; then
-      row "${label}" "ok" "7 reductions x 4 ranks bitwise equal ($(du -cb "${work}"/host.rank-* | tail -1 | cut -f1) bytes)"
+      row "${label}" "ok" "9 reductions x 4 ranks bitwise equal ($(du -cb "${work}"/host.rank-* | tail -1 | cut -f1) bytes)"
     else
       row "${label}" "FAIL" "outputs differ"
     fi

@@ -93,19 +93,21 @@ std::uint64_t mix(std::uint64_t x) {
 // A buffer in device or host memory, with host-side access by copy.
 class Buffer {
  public:
-  explicit Buffer(std::size_t bytes) : bytes_(bytes) {
+  // shift: the buffer starts that many bytes past the allocation's (aligned) start.
+  explicit Buffer(std::size_t bytes, std::size_t shift = 0) : bytes_(bytes) {
     if (g_device) {
-      cuda(cudaMalloc(&data_, bytes == 0 ? 1 : bytes), "cudaMalloc");
+      cuda(cudaMalloc(&allocation_, bytes + shift + 1), "cudaMalloc");
     } else {
-      data_ = std::malloc(bytes == 0 ? 1 : bytes);
-      require(data_ != nullptr, "malloc");
+      allocation_ = std::malloc(bytes + shift + 1);
+      require(allocation_ != nullptr, "malloc");
     }
+    data_ = static_cast<unsigned char*>(allocation_) + shift;
   }
   ~Buffer() {
     if (g_device) {
-      cudaFree(data_);
+      cudaFree(allocation_);
     } else {
-      std::free(data_);
+      std::free(allocation_);
     }
   }
   Buffer(const Buffer&) = delete;
@@ -132,6 +134,7 @@ class Buffer {
   }
 
  private:
+  void* allocation_ = nullptr;
   void* data_ = nullptr;
   std::size_t bytes_;
 };
@@ -352,6 +355,7 @@ struct Reduction {
   ncclRedOp_t op;
   std::size_t count;
   bool reduce_scatter;
+  std::size_t send_shift = 0, recv_shift = 0;  // bytes past an aligned address (NCCL accepts any)
 };
 constexpr Reduction kReductions[] = {
     {"AllReduce float32 sum", ncclFloat32, 4, ncclSum, 1000003, false},
@@ -361,6 +365,8 @@ constexpr Reduction kReductions[] = {
     {"AllReduce float16 sum", ncclFloat16, 2, ncclSum, 131071, false},
     {"AllReduce bfloat16 sum", ncclBfloat16, 2, ncclSum, 131071, false},
     {"ReduceScatter float32 sum", ncclFloat32, 4, ncclSum, 250001, true},
+    {"AllReduce float32 sum, buffers 1 and 3 bytes off", ncclFloat32, 4, ncclSum, 100003, false, 1, 3},
+    {"ReduceScatter bfloat16 sum, buffers 1 byte off", ncclBfloat16, 2, ncclSum, 20011, true, 1, 1},
 };
 
 // Element i of rank r's input for reduction k: a value in [-1, 1), exactly representable in every type used.
@@ -456,7 +462,7 @@ int run_rank(int rank, int nranks, const std::string& prefix) {
     const std::size_t total = red.reduce_scatter ? red.count * static_cast<std::size_t>(nranks) : red.count;
     std::vector<double> values(total);
     for (std::size_t i = 0; i < total; ++i) values[i] = input_value(k, rank, i);
-    Buffer send(total * red.element_bytes), recv(red.count * red.element_bytes);
+    Buffer send(total * red.element_bytes, red.send_shift), recv(red.count * red.element_bytes, red.recv_shift);
     send.upload(encode(values, red.type));
     const bool ok =
         red.reduce_scatter
