@@ -11,6 +11,7 @@ namespace {
 // The few driver API values used here (cuda.h, stable since CUDA 4).
 constexpr int kCudaSuccess = 0;
 constexpr int kCudaErrorInvalidValue = 1;
+constexpr int kCudaErrorNotInitialized = 3;
 constexpr int kPointerAttributeMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
 using PointerGetAttribute = int (*)(void* value, int attribute, unsigned long long pointer);
 
@@ -26,14 +27,19 @@ void look_up_driver() noexcept {
 
 }  // namespace
 
-BufferLocation locate_buffer(const void* data) noexcept {
+BufferLocation locate_buffer(const void* data, int* driver_status) noexcept {
   std::call_once(g_looked_up, look_up_driver);
   if (g_get_attribute == nullptr) return BufferLocation::kHost;
   unsigned memory_type = 0;
   const int status =
       g_get_attribute(&memory_type, kPointerAttributeMemoryType, reinterpret_cast<unsigned long long>(data));
   if (status == kCudaErrorInvalidValue) return BufferLocation::kHost;  // not memory CUDA knows: plain host memory
-  if (status != kCudaSuccess) return BufferLocation::kUnknown;
+  // The driver is loaded but nobody initialised it (cuInit): the process has no CUDA memory at all.
+  if (status == kCudaErrorNotInitialized) return BufferLocation::kHost;
+  if (status != kCudaSuccess) {
+    if (driver_status != nullptr) *driver_status = status;
+    return BufferLocation::kUnknown;
+  }
   // RATIONALE: pinned or registered host memory (CU_MEMORYTYPE_HOST) is read and written by NCCL's kernels,
   // asynchronously on the stream, like device memory: the CPU may read it only in stream order, so it takes the
   // device path (kernels reach it through unified addressing).

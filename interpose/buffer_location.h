@@ -16,8 +16,9 @@ enum class BufferLocation {
   kUnknown,  // the driver failed to say
 };
 
-// Where `data` lives. Thread-safe, cheap when CUDA is absent (one relaxed load).
-BufferLocation locate_buffer(const void* data) noexcept;
+// Where `data` lives. Thread-safe, cheap when CUDA is absent (one relaxed load). For kUnknown, *driver_status (when
+// given) receives the driver's error code.
+BufferLocation locate_buffer(const void* data, int* driver_status = nullptr) noexcept;
 
 }  // namespace detnccl::interpose
 

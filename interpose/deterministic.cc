@@ -58,6 +58,7 @@ struct DeferredReduction {
   CallShape shape;
   coll::Reduction reduction;
   std::uint64_t clique = 0;
+  bool on_device = false;
 };
 thread_local std::vector<DeferredReduction> t_deferred;
 // With DETNCCL_DETERMINISTIC=warn: cliques whose reductions go to NCCL for the rest of this thread's group, because
@@ -148,7 +149,21 @@ ncclResult_t issue_to_nccl(const CallShape& shape) {
   }
 }
 
-ncclResult_t execute(const CallShape& shape, const coll::Reduction& reduction, CommunicatorState& comm) {
+// Whether the call's buffers are device memory (or memory NCCL's kernels access on the stream), or unknown when the
+// driver fails to say; *driver_status then holds its error.
+BufferLocation buffers_of(const CallShape& shape, int* driver_status) {
+  BufferLocation where = BufferLocation::kHost;
+  for (const void* data : {shape.input.data, shape.output.data}) {
+    if (data == nullptr) continue;
+    const BufferLocation location = locate_buffer(data, driver_status);
+    if (location == BufferLocation::kUnknown) return location;
+    if (location == BufferLocation::kDevice) where = location;
+  }
+  return where;
+}
+
+ncclResult_t execute(const CallShape& shape, const coll::Reduction& reduction, CommunicatorState& comm,
+                     bool on_device) {
   coll::P2pFunctions nccl;
   nccl.send = DETNCCL_REAL(ncclSend);
   nccl.recv = DETNCCL_REAL(ncclRecv);
@@ -160,8 +175,7 @@ ncclResult_t execute(const CallShape& shape, const coll::Reduction& reduction, C
   context.rank = comm.rank;
   context.nranks = comm.nranks;
   context.stream = shape.stream;
-  const void* probe = shape.input.data != nullptr ? shape.input.data : shape.output.data;
-  context.buffers_on_device = probe != nullptr && locate_buffer(probe) == BufferLocation::kDevice;
+  context.buffers_on_device = on_device;
   coll::Report report;
   ncclResult_t result = ncclInvalidUsage;
   switch (shape.op) {
@@ -276,6 +290,16 @@ std::optional<ncclResult_t> run_deterministic(const CallShape& shape, bool in_gr
       how.reason = "reduction operator " + std::to_string(shape.redop) + " was not created by ncclRedOpCreatePreMulSum";
     }
     if (how.handling == coll::Handling::kPassThrough) return std::nullopt;
+    int driver_status = 0;
+    const BufferLocation location = buffers_of(shape, &driver_status);
+    if (location == BufferLocation::kUnknown && how.handling != coll::Handling::kUnsupported) {
+      // RATIONALE: the CPU must not read device memory, nor a kernel pageable host memory; guessing could crash.
+      how.handling = coll::Handling::kUnsupported;
+      how.reason =
+          "the CUDA driver cannot say whether the buffers are device or host memory (cuPointerGetAttribute "
+          "returned " +
+          std::to_string(driver_status) + ")";
+    }
     if (how.handling == coll::Handling::kUnsupported) {
       if (g_state->stop_on_unsupported) stop_job(how.reason);
       log_warning_once(g_state->warned_unsupported,
@@ -283,6 +307,7 @@ std::optional<ncclResult_t> run_deterministic(const CallShape& shape, bool in_gr
                            how.reason + "); further such calls are not reported");
       return std::nullopt;
     }
+    const bool on_device = location == BufferLocation::kDevice;
     if (in_group && comm->clique != 0) {
       // Deferred reductions run one communicator after another at ncclGroupEnd, each a blocking exchange: with two
       // ranks of one communicator in this thread's group, the first would wait forever for the second.
@@ -326,10 +351,10 @@ std::optional<ncclResult_t> run_deterministic(const CallShape& shape, bool in_gr
         coll::resolve_algorithm(collective_of(shape.op), shape.count, shape.datatype, comm->nranks, g_state->options);
     *algorithm = static_cast<std::uint16_t>(chosen);
     if (in_group) {
-      t_deferred.push_back({shape, *reduction, comm->clique});
+      t_deferred.push_back({shape, *reduction, comm->clique, on_device});
       return ncclSuccess;
     }
-    return execute(shape, *reduction, *comm);
+    return execute(shape, *reduction, *comm, on_device);
   } catch (const std::exception& error) {
     if (g_state->stop_on_unsupported) stop_job(std::string("internal failure: ") + error.what());
     log_warning(std::string("deterministic mode failed for one call (") + error.what() + "); NCCL runs it");
@@ -352,7 +377,7 @@ ncclResult_t run_deferred_deterministic(bool group_in_progress) noexcept {
     }
     // NCCL takes no new call on a non-blocking communicator before it has enqueued the group the user just ended.
     if (group_in_progress) wait_until_enqueued(call.shape.comm);
-    const ncclResult_t result = execute(call.shape, call.reduction, *comm);
+    const ncclResult_t result = execute(call.shape, call.reduction, *comm, call.on_device);
     if (first_failure == ncclSuccess) first_failure = result;
   }
   return first_failure;

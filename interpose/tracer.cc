@@ -130,6 +130,7 @@ struct Process {
   std::atomic<std::uint64_t> next_group{1};
   std::atomic<std::size_t> pending_count{0};  // pending_communicators.size(), read without the mutex
   std::atomic<bool> warned_device_unavailable{false};
+  std::atomic<bool> warned_location_unknown{false};
   std::atomic<bool> warned_call_on_pending{false};
   std::atomic<bool> warned_device_failure{false};
   std::atomic<bool> warned_hash_failure{false};
@@ -465,8 +466,19 @@ void start_digests(const void* data, std::uint64_t bytes, std::uint64_t blocks, 
   const config::Config& config = g_process->config;
   const bool segments = config.trace >= config::TraceLevel::kSegments;
   if (data == nullptr && bytes > 0) return;
-  if (bytes == 0 || locate_buffer(data) == BufferLocation::kHost) {
+  int driver_status = 0;
+  const BufferLocation location = bytes == 0 ? BufferLocation::kHost : locate_buffer(data, &driver_status);
+  if (location == BufferLocation::kHost) {
     out.known = fingerprint_into(data, bytes, blocks, segments, config.segment_bytes, out.digests);
+    return;
+  }
+  if (location == BufferLocation::kUnknown) {
+    // RATIONALE: neither reading it here (device memory: a crash) nor in a kernel (pageable host memory: a fault
+    // that ends the job's CUDA context) is safe.
+    log_warning_once(g_process->warned_location_unknown,
+                     "the CUDA driver cannot say whether a buffer is device or host memory (cuPointerGetAttribute "
+                     "returned " +
+                         std::to_string(driver_status) + "): such buffers are recorded without fingerprints");
     return;
   }
   if (!device_fingerprints_available()) {

@@ -4,8 +4,10 @@
 //     the ranks a parent forks after making the unique id are traced into logs of their own, and deterministic.
 //   - When the tracer turns tracing off after a failure of its own (here: out of memory while tracing a group), the
 //     log ends with a truncation marker naming it, never with the normal end marker: readers know records are missing.
+//   - When the CUDA driver cannot say where a buffer lives, neither the tracer nor deterministic mode guesses.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -36,7 +38,10 @@ ProcessOutcome process_job(const TempDir& scratch, const std::vector<std::string
                            const std::vector<std::string>& environment) {
   std::vector<std::string> argv = {DETNCCL_SHIM_PROCESS_JOB};
   argv.insert(argv.end(), arguments.begin(), arguments.end());
-  std::vector<std::string> extra = {"LD_PRELOAD=" DETNCCL_SHIM_PATH, "HOSTNCCL_TIMEOUT_S=30"};
+  std::vector<std::string> extra = {"HOSTNCCL_TIMEOUT_S=30"};
+  const bool own_preload = std::any_of(environment.begin(), environment.end(),
+                                       [](const std::string& entry) { return entry.rfind("LD_PRELOAD=", 0) == 0; });
+  if (!own_preload) extra.push_back("LD_PRELOAD=" DETNCCL_SHIM_PATH);
   extra.insert(extra.end(), environment.begin(), environment.end());
   // RANK and WORLD_SIZE of an enclosing launcher would name the parent's log: the parent sets its own.
   return run_process(argv, environment_with(extra, {"RANK", "WORLD_SIZE"}), scratch / "job-output.txt", kDeadline);
@@ -125,6 +130,61 @@ TEST(ShimWatchdog, AnAbortFromAnotherThreadEndsABlockedDeterministicCall) {
         scratch, {"watchdog-abort"}, {mode, "DETNCCL_DIR=" + (scratch / "logs"), "DETNCCL_RUN=" + mode.substr(22)});
     EXPECT_EQ(job.exit_code, 0) << mode << "\n" << job.output;
     EXPECT_NE(job.output.find("the abort 0"), std::string::npos) << mode << "\n" << job.output;
+  }
+}
+
+// The CUDA driver is loaded but cannot say where the buffers live (a stand-in driver answers cuPointerGetAttribute
+// with CUDA_ERROR_INVALID_CONTEXT): reading device memory on the CPU would crash, and a kernel reading pageable host
+// memory would end the job's CUDA context, so nothing guesses. Tracing records the calls without fingerprints (one
+// warning); DETNCCL_DETERMINISTIC=1 stops the job naming the driver's answer; =warn lets NCCL run the reductions.
+// A driver nobody initialised (CUDA_ERROR_NOT_INITIALIZED) means no CUDA memory exists: every buffer is host memory.
+TEST(ShimBufferLocation, ADriverThatCannotSayWhereABufferLivesIsNeverGuessed) {
+  TempDir scratch("detnccl-process");
+  constexpr int kRanks = 2, kSteps = 2;
+  const std::vector<std::string> job = {"fork-ranks", std::to_string(kRanks), std::to_string(kSteps)};
+  const auto with_driver = [&](const std::string& status, const std::string& run,
+                               std::vector<std::string> environment) {
+    environment.insert(environment.end(), {"LD_PRELOAD=" DETNCCL_FAKE_CUDA_DRIVER ":" DETNCCL_SHIM_PATH,
+                                           "FAKE_CUDA_POINTER_STATUS=" + status, "DETNCCL_DIR=" + scratch.path(),
+                                           "DETNCCL_RUN=" + run, "RANK=9"});
+    return process_job(scratch, job, environment);
+  };
+  const auto calls_of_rank_0 = [&](const std::string& run) {
+    const Log log = read_log(rank_log(scratch / run, 0));
+    EXPECT_TRUE(log.error.empty()) << log.error;
+    EXPECT_EQ(log.calls.size(), static_cast<std::size_t>(kSteps));
+    return log.calls;
+  };
+
+  const ProcessOutcome traced = with_driver("201", "traced", {});
+  ASSERT_EQ(traced.exit_code, 0) << traced.output;
+  EXPECT_NE(traced.output.find("cannot say whether a buffer is device or host memory (cuPointerGetAttribute "
+                               "returned 201): such buffers are recorded without fingerprints"),
+            std::string::npos)
+      << traced.output;
+  for (const CallRecord& call : calls_of_rank_0("traced")) {
+    EXPECT_EQ(call.flags & (detnccl::records::kCallInputFingerprint | detnccl::records::kCallOutputFingerprint), 0u);
+  }
+
+  const ProcessOutcome stopped = with_driver("201", "stopped", {"DETNCCL_DETERMINISTIC=1"});
+  EXPECT_EQ(stopped.exit_code, 78) << stopped.output;
+  EXPECT_NE(stopped.output.find("DETNCCL_DETERMINISTIC=1 cannot honour this call"), std::string::npos)
+      << stopped.output;
+  EXPECT_NE(stopped.output.find("cuPointerGetAttribute returned 201"), std::string::npos) << stopped.output;
+
+  const ProcessOutcome warned = with_driver("201", "warned", {"DETNCCL_DETERMINISTIC=warn"});
+  ASSERT_EQ(warned.exit_code, 0) << warned.output;
+  EXPECT_NE(warned.output.find("NOT deterministic (the CUDA driver cannot say"), std::string::npos) << warned.output;
+  for (const CallRecord& call : calls_of_rank_0("warned")) {
+    EXPECT_EQ(call.flags & detnccl::records::kCallDeterministic, 0u) << "NCCL ran it";
+  }
+
+  const ProcessOutcome uninitialised = with_driver("3", "uninitialised", {"DETNCCL_DETERMINISTIC=1"});
+  ASSERT_EQ(uninitialised.exit_code, 0) << uninitialised.output;
+  EXPECT_EQ(occurrences(uninitialised.output, "warning"), 0u) << uninitialised.output;
+  for (const CallRecord& call : calls_of_rank_0("uninitialised")) {
+    EXPECT_NE(call.flags & detnccl::records::kCallDeterministic, 0u);
+    EXPECT_NE(call.flags & detnccl::records::kCallOutputFingerprint, 0u) << "host memory, fingerprinted";
   }
 }
 
