@@ -176,6 +176,18 @@ part_nccl() {
     row "nccl: ${label}" "FAIL" "the traced job or the dump failed (see the part's file)"
   fi
 
+  # main returns right after its last AllReduce is enqueued: the shim's exit drain must still record every call with
+  # its fingerprints, whatever the CUDA runtime's own exit handlers do.
+  label="return from main after the last call: records complete"
+  if with_nccl "${nccl_dir}" LD_PRELOAD="${shim}" DETNCCL_DIR="${traces}" DETNCCL_RUN=exit -- \
+      "${job}" exit --memory "${memory}" --expect "${work}/exit.expect" &&
+     "${cli}" dump "${traces}/exit" --format jsonl >"${work}/exit.jsonl"; then
+    local figure; figure="$(python3 "${here}/records.py" fingerprints "${work}/exit.expect" "${work}/exit.jsonl")"
+    if [ $? -eq 0 ]; then row "nccl: ${label}" "ok" "${figure}"; else row "nccl: ${label}" "FAIL" "${figure}"; fi
+  else
+    row "nccl: ${label}" "FAIL" "the traced job or the dump failed (see the part's file)"
+  fi
+
   if [ "${dry_run}" -eq 1 ]; then
     row "nccl: CUDA graph, traced AllReduce" "skip" "dry run (needs a GPU)"
     row "nccl: CUDA graph, deterministic AllReduce" "skip" "dry run (needs a GPU)"

@@ -7,6 +7,11 @@
 //       and FILE gets one line per call: "seq op input_fingerprint output_fingerprint" ("-" where a call has none).
 //       --nonblocking creates the communicator with ncclConfig_t.blocking = 0: calls may return ncclInProgress, and
 //       the job polls ncclCommGetAsyncError until each is enqueued (the shim must fingerprint outputs after that).
+//   gpu_traced_job exit   --memory host|device --expect FILE
+//       one single-rank communicator, four 32 MiB AllReduces, and main returns as soon as the last is enqueued: no
+//       synchronisation, no ncclCommDestroy, buffers never freed (cudaFree would wait for the device). The shim's
+//       exit drain must still record every call with both fingerprints, which the CUDA runtime's own exit handlers
+//       must not cut short. FILE as for calls (one rank: every output equals its input).
 //   gpu_traced_job graph  --memory device
 //       captures an AllReduce in a CUDA graph (traced, or deterministic when DETNCCL_DETERMINISTIC=1 is set), then
 //       replays it; checks that every replay completes and leaves the expected values.
@@ -347,6 +352,31 @@ int run_time() {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// exit: calls whose fingerprints may still be in flight when main returns.
+int run_exit() {
+  const std::string expect_path = option("expect");
+  if (expect_path.empty()) return 2;
+  ncclComm_t comm = single_rank_comm();
+  cudaStream_t stream = make_stream();
+  std::ofstream expect(expect_path);
+  constexpr std::size_t kBytes = std::size_t{32} << 20;
+  for (std::uint64_t seq = 0; seq < 4; ++seq) {
+    // RATIONALE: never freed (the process ends with them): freeing device memory waits for the device.
+    auto* send = new Buffer(kBytes);
+    auto* recv = new Buffer(kBytes);
+    const std::vector<std::uint8_t> input = random_floats(kBytes, seq + 1);
+    send->upload(input);
+    const std::string digest = fingerprint(input);
+    if (nccl(ncclAllReduce(send->data(), recv->data(), kBytes / sizeof(float), ncclFloat32, ncclSum, comm, stream),
+             "AllReduce")) {
+      expect << seq << " AllReduce " << digest << ' ' << digest << '\n';
+    }
+  }
+  expect.flush();
+  return g_failures == 0 ? 0 : 1;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // ranks: N processes, one communicator, a fixed list of reductions.
 struct Reduction {
   const char* name;
@@ -527,7 +557,7 @@ int run_ranks() {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s calls|graph|time|ranks [--name value | --flag]...\n", argv[0]);
+    std::fprintf(stderr, "usage: %s calls|exit|graph|time|ranks [--name value | --flag]...\n", argv[0]);
     return 2;
   }
   const std::string mode = argv[1];
@@ -548,6 +578,7 @@ int main(int argc, char** argv) {
   }
   g_device = memory == "device";
   if (mode == "calls") return run_calls();
+  if (mode == "exit") return run_exit();
   if (mode == "graph") return run_graph();
   if (mode == "time") return run_time();
   if (mode == "ranks") return run_ranks();
