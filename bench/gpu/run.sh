@@ -155,38 +155,25 @@ part_nccl() {
   if [ -z "${nccl_dir}" ]; then row "nccl: shim over real NCCL" "FAIL" "no libnccl.so.2 (PyTorch's) found"; return; fi
   echo "NCCL from ${nccl_dir}"
   local traces="${work}/traces"
-  local label="every call, grouped, in place: records = CPU fingerprints"
-  if with_nccl "${nccl_dir}" LD_PRELOAD="${shim}" DETNCCL_DIR="${traces}" DETNCCL_RUN=calls -- \
-      "${job}" calls --memory "${memory}" --expect "${work}/calls.expect" &&
-     "${cli}" dump "${traces}/calls" --format jsonl >"${work}/calls.jsonl"; then
-    local figure; figure="$(python3 "${here}/records.py" fingerprints "${work}/calls.expect" "${work}/calls.jsonl")"
-    if [ $? -eq 0 ]; then row "nccl: ${label}" "ok" "${figure}"; else row "nccl: ${label}" "FAIL" "${figure}"; fi
-  else
-    row "nccl: ${label}" "FAIL" "the traced job or the dump failed (see the part's file)"
-  fi
+  # One traced run of gpu_traced_job whose records must equal the CPU fingerprints it wrote: label run mode [args].
+  traced_calls_row() {
+    local label="$1" run="$2"; shift 2
+    if with_nccl "${nccl_dir}" LD_PRELOAD="${shim}" DETNCCL_DIR="${traces}" DETNCCL_RUN="${run}" -- \
+        "${job}" "$@" --memory "${memory}" --expect "${work}/${run}.expect" &&
+       "${cli}" dump "${traces}/${run}" --format jsonl >"${work}/${run}.jsonl"; then
+      local figure; figure="$(python3 "${here}/records.py" fingerprints "${work}/${run}.expect" "${work}/${run}.jsonl")"
+      if [ $? -eq 0 ]; then row "nccl: ${label}" "ok" "${figure}"; else row "nccl: ${label}" "FAIL" "${figure}"; fi
+    else
+      row "nccl: ${label}" "FAIL" "the traced job or the dump failed (see the part's file)"
+    fi
+  }
+  traced_calls_row "every call, grouped, in place: records = CPU fingerprints" calls calls
   # The same on a non-blocking communicator: calls may return ncclInProgress before NCCL has enqueued them, and the
   # shim must fingerprint the outputs only after that.
-  label="non-blocking communicator: records = CPU fingerprints"
-  if with_nccl "${nccl_dir}" LD_PRELOAD="${shim}" DETNCCL_DIR="${traces}" DETNCCL_RUN=calls-nb -- \
-      "${job}" calls --memory "${memory}" --expect "${work}/calls-nb.expect" --nonblocking &&
-     "${cli}" dump "${traces}/calls-nb" --format jsonl >"${work}/calls-nb.jsonl"; then
-    local figure; figure="$(python3 "${here}/records.py" fingerprints "${work}/calls-nb.expect" "${work}/calls-nb.jsonl")"
-    if [ $? -eq 0 ]; then row "nccl: ${label}" "ok" "${figure}"; else row "nccl: ${label}" "FAIL" "${figure}"; fi
-  else
-    row "nccl: ${label}" "FAIL" "the traced job or the dump failed (see the part's file)"
-  fi
-
+  traced_calls_row "non-blocking communicator: records = CPU fingerprints" calls-nb calls --nonblocking
   # main returns right after its last AllReduce is enqueued: the shim's exit drain must still record every call with
   # its fingerprints, whatever the CUDA runtime's own exit handlers do.
-  label="return from main after the last call: records complete"
-  if with_nccl "${nccl_dir}" LD_PRELOAD="${shim}" DETNCCL_DIR="${traces}" DETNCCL_RUN=exit -- \
-      "${job}" exit --memory "${memory}" --expect "${work}/exit.expect" &&
-     "${cli}" dump "${traces}/exit" --format jsonl >"${work}/exit.jsonl"; then
-    local figure; figure="$(python3 "${here}/records.py" fingerprints "${work}/exit.expect" "${work}/exit.jsonl")"
-    if [ $? -eq 0 ]; then row "nccl: ${label}" "ok" "${figure}"; else row "nccl: ${label}" "FAIL" "${figure}"; fi
-  else
-    row "nccl: ${label}" "FAIL" "the traced job or the dump failed (see the part's file)"
-  fi
+  traced_calls_row "return from main after the last call: records complete" exit exit
 
   if [ "${dry_run}" -eq 1 ]; then
     row "nccl: CUDA graph, traced AllReduce" "skip" "dry run (needs a GPU)"
