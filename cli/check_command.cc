@@ -67,6 +67,7 @@ int check_command(const CheckCommandOptions& options) {
       out["findings"] = findings;
       out["notes"] = result.notes;
       out["config_notes"] = result.config_notes;
+      out["unknown_records"] = result.unknown_records;
     }
     std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
   }

@@ -1,7 +1,6 @@
 // detnccl diff: renders the comparison of two runs (cli/analysis/run_diff.h) — verdict first, then the evidence:
 // configuration differences, the first divergent call and why, receivers, a per-rank table, notes.
 #include <algorithm>
-#include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -117,7 +116,9 @@ json rank_json(const RankDiff& rank) {
               {"missing_in_b", rank.missing_in_b},
               {"not_compared", rank.not_compared},
               {"end_a", end_name(rank.end_a, rank.no_header_a)},
-              {"end_b", end_name(rank.end_b, rank.no_header_b)}};
+              {"end_b", end_name(rank.end_b, rank.no_header_b)},
+              {"unknown_records_a", rank.unknown_records_a},
+              {"unknown_records_b", rank.unknown_records_b}};
   if (rank.late_start_a) out["late_start_a"] = *rank.late_start_a;
   if (rank.late_start_b) out["late_start_b"] = *rank.late_start_b;
   out["first"] = rank.first ? divergence_json(*rank.first) : json(nullptr);
@@ -266,22 +267,24 @@ void print_text(const DiffCommandOptions& options, const RunDiff& diff) {
   });
   const std::size_t shown = options.verbose ? rows.size() : std::min(rows.size(), kRanksShown);
   std::cout << "\n" << style.bold("Per rank") << " (first divergent call; counts over the compared calls)\n";
-  char line[256];
-  std::snprintf(line, sizeof line, "  %6s  %-28s  %-8s  %-12s  %9s  %9s  %10s  %7s\n", "rank", "first divergent call",
-                "kind", "role", "matching", "differing", "unverified", "missing");
-  std::cout << line;
+  TextTable table({{6, true, "  "},
+                   {28, false, "  "},
+                   {8, false, "  "},
+                   {12, false, "  "},
+                   {9, true, "  "},
+                   {9, true, "  "},
+                   {10, true, "  "},
+                   {7, true, "  "}});
+  table.add_row({"rank", "first divergent call", "kind", "role", "matching", "differing", "unverified", "missing"});
   for (std::size_t i = 0; i < shown; ++i) {
     const RankDiff& rank = *rows[i];
-    const std::string call = rank.first ? short_call(*rank.first) : "-";
-    std::snprintf(line, sizeof line, "  %6u  %-28s  %-8s  %-12s  %9llu  %9llu  %10llu  %7llu\n", rank.rank,
-                  call.c_str(),
-                  rank.first ? std::string(analysis::divergence_kind_name(rank.first->kind)).c_str() : "-",
-                  rank.first ? std::string(analysis::divergence_role_name(rank.first->role)).c_str() : "-",
-                  static_cast<unsigned long long>(rank.matching), static_cast<unsigned long long>(rank.differing),
-                  static_cast<unsigned long long>(rank.unverified),
-                  static_cast<unsigned long long>(rank.missing_in_a + rank.missing_in_b));
-    std::cout << line;
+    table.add_row({std::to_string(rank.rank), rank.first ? short_call(*rank.first) : "-",
+                   rank.first ? std::string(analysis::divergence_kind_name(rank.first->kind)) : "-",
+                   rank.first ? std::string(analysis::divergence_role_name(rank.first->role)) : "-",
+                   std::to_string(rank.matching), std::to_string(rank.differing), std::to_string(rank.unverified),
+                   std::to_string(rank.missing_in_a + rank.missing_in_b)});
   }
+  std::cout << table.render();
   if (shown < rows.size()) {
     std::size_t diverged = 0;
     for (const RankDiff* rank : rows) diverged += rank->first.has_value() ? 1 : 0;
@@ -338,6 +341,7 @@ int diff_command(const DiffCommandOptions& options) {
       for (const RankDiff& rank : diff.ranks) ranks.push_back(rank_json(rank));
       out["ranks"] = ranks;
       out["notes"] = diff.notes;
+      out["unknown_records"] = diff.unknown_records;
     }
     std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
   } else if (diff.error.empty()) {

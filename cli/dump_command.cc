@@ -1,12 +1,15 @@
 // detnccl dump: a run's records in readable form, one line per record (text, JSON lines or CSV).
+#include <atomic>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "cli/analysis/call_layout.h"
 #include "cli/analysis/run_logs.h"
 #include "cli/commands.h"
+#include "cli/terminal.h"
 #include "hash/fingerprint.h"
 
 namespace detnccl::cli {
@@ -236,6 +239,11 @@ int dump_command(const DumpOptions& options) {
   }
   Dumper dumper(options.format);
   int status = kExitSame;
+  // RATIONALE: dump streams to stdout as it reads; when stderr is the same file (a terminal, `2>&1`) progress lines
+  // would cut into the records, and the records scrolling by are progress enough.
+  std::atomic<std::size_t> calls_dumped{0};
+  std::optional<Progress> progress;
+  if (!stderr_shares_stdout()) progress.emplace("detnccl dump", 0, "calls dumped", calls_dumped);
   for (const RankLogFile& file : files) {
     if (!std::cout) break;
     std::string error;
@@ -271,6 +279,7 @@ int dump_command(const DumpOptions& options) {
       if (!std::cout) break;  // the output cannot be written (full disk...): main reports it
       flush_communicators();
       dumper.call(file.rank, call.call);
+      calls_dumped.fetch_add(1, std::memory_order_relaxed);
     }
     flush_communicators();
     dumper.end(file.rank, stream->end(), stream->unknown_records_skipped());

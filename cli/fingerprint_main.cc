@@ -15,15 +15,17 @@
 #include <string>
 #include <vector>
 
+#include "cli/commands.h"
 #include "hash/fingerprint.h"
 #include "hash/parallel_fingerprint.h"
 
 namespace {
 
 namespace hash = detnccl::hash;
+using detnccl::cli::kExitUnusable;
 
-constexpr int kExitUsage = 1;
-constexpr int kExitUnreadable = 2;
+// More threads than this is a typo, not a machine: refused as a bad argument rather than tried.
+constexpr unsigned kMaxThreads = 4096;
 
 struct Digests {
   std::uint64_t bytes = 0;
@@ -138,30 +140,39 @@ int main(int argc, char** argv) {
   app.add_option("--segment-bytes", segment_option,
                  "Also print a digest per segment of this size (a multiple of 16KiB; units like 1MiB accepted)")
       ->transform(CLI::AsSizeValue(false));
-  app.add_option("--threads", threads, "Threads that hash large files (default: one per hardware thread)");
+  app.add_option("--threads", threads, "Threads that hash large files (default: one per hardware thread)")
+      ->check(CLI::Range(0u, kMaxThreads));
+  // RATIONALE: the exit statuses of `detnccl` (cli/commands.h): 2 for bad arguments as for unusable input; this
+  // tool has no 1, since it compares nothing.
   app.footer(
       "Output: '<fingerprint>  <file>', then per segment '  <digest>  segment <k> offset <o> bytes <n>'.\n"
-      "Exit status: 0 success, 1 usage error, 2 a file could not be read (the others are still printed).");
+      "Exit status: 0 success, 2 bad arguments or a file that could not be read (the others are still printed).");
   try {
     app.parse(argc, argv);
     if (segment_option) hash::check_segment_bytes(*segment_option);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : kExitUsage;
+    return app.exit(e) == 0 ? 0 : kExitUnusable;
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "detnccl-fingerprint: --segment-bytes: %s\n", e.what());
-    return kExitUsage;
+    return kExitUnusable;
   }
 
   const std::size_t segment_bytes = segment_option.value_or(0);
-  hash::ParallelFingerprinter hasher(threads);
+  std::optional<hash::ParallelFingerprinter> hasher;
+  try {
+    hasher.emplace(threads);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "detnccl-fingerprint: cannot start %u threads: %s\n", threads, e.what());
+    return kExitUnusable;
+  }
   int status = 0;
   for (const std::string& path : files) {
     try {
-      print(path, digest_file(path, segment_bytes, hasher), segment_bytes);
+      print(path, digest_file(path, segment_bytes, *hasher), segment_bytes);
     } catch (const std::exception& e) {
       std::fflush(stdout);
       std::fprintf(stderr, "detnccl-fingerprint: %s: %s\n", path.c_str(), e.what());
-      status = kExitUnreadable;
+      status = kExitUnusable;
     }
   }
   return status;

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli/analysis/call_matching.h"
 #include "cli/analysis/run_stats.h"
 #include "cli/commands.h"
 #include "cli/terminal.h"
@@ -19,12 +20,17 @@ using nlohmann::json;
 constexpr std::size_t kRanksShown = 32;
 
 json volume_json(const Volume& v) {
-  return {{"calls", v.calls}, {"bytes", v.bytes}, {"fingerprinted", v.fingerprinted}};
+  return {{"calls", v.calls},
+          {"bytes", v.bytes},
+          {"bytes_overflowed", v.bytes_overflowed},
+          {"fingerprinted", v.fingerprinted}};
 }
 
-std::string bytes_text(std::uint64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
+// The bytes of a volume, in binary units; "over 16 EiB" when they overflowed (never the saturated value as a size).
+std::string bytes_text(const Volume& v) {
+  if (v.bytes_overflowed) return "over 16 EiB";
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double value = static_cast<double>(v.bytes);
   std::size_t unit = 0;
   while (value >= 1024.0 && unit + 1 < std::size(units)) {
     value /= 1024.0;
@@ -38,6 +44,13 @@ std::string bytes_text(std::uint64_t bytes) {
 // How a rank's log ends: "closed", "torn tail"..., or "no header" when its writer died before writing one.
 std::string end_name(const analysis::RankStats& rank) {
   return rank.no_header ? std::string("no header") : std::string(analysis::log_end_name(rank.end));
+}
+
+// "rank 3" or "ranks 1, 4, 9" (the first 8, then how many more).
+std::string ranks_text(const std::vector<std::uint32_t>& ranks) {
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  text += analysis::rank_list(ranks);
+  return text;
 }
 
 std::string steps_text(const std::optional<std::uint64_t>& first, const std::optional<std::uint64_t>& last) {
@@ -65,10 +78,12 @@ int stats_command(const StatsCommandOptions& options) {
   std::vector<const analysis::RankStats*> incomplete;
   std::uint64_t unknown_records = 0;
   std::vector<std::uint32_t> ranks_with_unknown_records;
+  std::vector<std::uint32_t> ranks_overflowed;
   for (const auto& rank : stats.ranks) {
     if (rank.end != records::LogEndKind::kClosed) incomplete.push_back(&rank);
     unknown_records += rank.unknown_records;
     if (rank.unknown_records > 0) ranks_with_unknown_records.push_back(rank.rank);
+    if (rank.total.bytes_overflowed) ranks_overflowed.push_back(rank.rank);
   }
   if (options.json) {
     json out = {{"run", options.run}, {"ranks", stats.ranks.size()}, {"total", volume_json(stats.total)}};
@@ -108,7 +123,7 @@ int stats_command(const StatsCommandOptions& options) {
   const Style style = Style::for_stdout();
   std::cout << style.bold("Run " + options.run) << ": " << stats.ranks.size() << " rank"
             << (stats.ranks.size() == 1 ? "" : "s") << ", " << stats.total.calls << " calls, "
-            << bytes_text(stats.total.bytes) << ", steps " << steps_text(stats.first_step, stats.last_step) << ", "
+            << bytes_text(stats.total) << ", steps " << steps_text(stats.first_step, stats.last_step) << ", "
             << stats.total.fingerprinted << " calls fingerprinted\n";
   if (incomplete.empty()) {
     std::cout << "  every log was closed cleanly\n";
@@ -126,41 +141,42 @@ int stats_command(const StatsCommandOptions& options) {
   }
   if (unknown_records > 0) {
     // A newer detnccl of the same format version wrote record types this one does not know: they were skipped.
-    std::string ranks;
-    for (std::size_t i = 0; i < ranks_with_unknown_records.size() && i < 8; ++i) {
-      ranks += (i == 0 ? "" : ", ") + std::to_string(ranks_with_unknown_records[i]);
-    }
-    if (ranks_with_unknown_records.size() > 8) ranks += ", ...";
     std::cout << "  "
               << style.warn(std::to_string(unknown_records) + " record" + (unknown_records == 1 ? "" : "s") +
                             " of a type this detnccl does not know skipped")
-              << " (rank" << (ranks_with_unknown_records.size() == 1 ? " " : "s ") << ranks
-              << "; written by a newer detnccl?)\n";
+              << " (" << ranks_text(ranks_with_unknown_records) << "; written by a newer detnccl?)\n";
   }
-  char line[256];
+  if (!ranks_overflowed.empty()) {
+    std::cout << "  " << style.warn("the byte count overflowed 64 bits") << " (" << ranks_text(ranks_overflowed)
+              << "; shown as over 16 EiB): its calls' counts are larger than any buffer (a corrupt or crafted log?)\n";
+  }
   std::cout << "\n" << style.bold("Per operation") << "\n";
+  TextTable per_op({{14, false, "  "}, {12, true, " "}, {12, true, " calls  "}, {12, true, "  "}, {0, false, " "}});
   for (const auto& [op, v] : stats.per_op) {
-    std::snprintf(line, sizeof line, "  %-14s %12llu calls  %12s  %12llu fingerprinted\n",
-                  std::string(records::op_name(op)).c_str(), static_cast<unsigned long long>(v.calls),
-                  bytes_text(v.bytes).c_str(), static_cast<unsigned long long>(v.fingerprinted));
-    std::cout << line;
+    per_op.add_row({std::string(records::op_name(op)), std::to_string(v.calls), bytes_text(v),
+                    std::to_string(v.fingerprinted), "fingerprinted"});
   }
+  std::cout << per_op.render();
   std::cout << "\n" << style.bold("Per communicator") << "\n";
+  TextTable per_communicator(
+      {{16, false, "  "}, {5, true, "  "}, {0, false, " ranks "}, {12, true, "  "}, {12, true, " calls  "}});
   for (const auto& [id, c] : stats.per_communicator) {
-    std::snprintf(line, sizeof line, "  %s  %5u ranks (%u %s)  %12llu calls  %12s\n", hash::format_digest(id).c_str(),
-                  c.nranks, c.members_seen, c.members_seen == 1 ? "log" : "logs",
-                  static_cast<unsigned long long>(c.total.calls), bytes_text(c.total.bytes).c_str());
-    std::cout << line;
+    per_communicator.add_row(
+        {hash::format_digest(id), std::to_string(c.nranks),
+         std::string("(").append(std::to_string(c.members_seen)).append(c.members_seen == 1 ? " log)" : " logs)"),
+         std::to_string(c.total.calls), bytes_text(c.total)});
   }
+  std::cout << per_communicator.render();
   std::cout << "\n" << style.bold("Per rank") << "\n";
   const std::size_t shown = options.verbose ? stats.ranks.size() : std::min(stats.ranks.size(), kRanksShown);
+  TextTable per_rank(
+      {{6, true, "  rank "}, {12, true, "  "}, {12, true, " calls  "}, {12, false, "  steps "}, {0, false, "  "}});
   for (std::size_t i = 0; i < shown; ++i) {
     const auto& rank = stats.ranks[i];
-    std::snprintf(line, sizeof line, "  rank %6u  %12llu calls  %12s  steps %-12s  %s\n", rank.rank,
-                  static_cast<unsigned long long>(rank.total.calls), bytes_text(rank.total.bytes).c_str(),
-                  steps_text(rank.first_step, rank.last_step).c_str(), end_name(rank).c_str());
-    std::cout << line;
+    per_rank.add_row({std::to_string(rank.rank), std::to_string(rank.total.calls), bytes_text(rank.total),
+                      steps_text(rank.first_step, rank.last_step), end_name(rank)});
   }
+  std::cout << per_rank.render();
   if (shown < stats.ranks.size()) {
     std::cout << "  ... " << stats.ranks.size() - shown << " more ranks (--verbose lists every rank)\n";
   }

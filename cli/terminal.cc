@@ -1,8 +1,10 @@
 // detnccl command: colour and progress (see terminal.h).
 #include "cli/terminal.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +27,13 @@ std::string Style::wrap(std::string_view code, std::string_view text) const {
   out.append(text);
   out.append("\033[0m");
   return out;
+}
+
+bool stderr_shares_stdout() {
+  struct stat out {};
+  struct stat err {};
+  if (fstat(STDOUT_FILENO, &out) != 0 || fstat(STDERR_FILENO, &err) != 0) return false;
+  return out.st_dev == err.st_dev && out.st_ino == err.st_ino;
 }
 
 Progress::Progress(std::string what, std::size_t total, std::string unit, const std::atomic<std::size_t>& done,
@@ -60,6 +69,30 @@ void Progress::loop() {
     printed_ = true;
   } while (!wake_.wait_for(lock, period, [this] { return stop_; }));
   if (printed_ && terminal) std::fprintf(stderr, "\r\033[K");
+}
+
+std::string TextTable::render() const {
+  std::vector<std::size_t> widths;
+  for (const Column& column : columns_) widths.push_back(column.width);
+  for (const auto& row : rows_) {
+    for (std::size_t i = 0; i < row.size() && i < widths.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : rows_) {
+    std::string line;
+    for (std::size_t i = 0; i < columns_.size(); ++i) {
+      const std::string& cell = i < row.size() ? row[i] : std::string();
+      const std::string padding(widths[i] - cell.size(), ' ');
+      line.append(columns_[i].before);
+      if (columns_[i].right) line.append(padding);
+      line.append(cell);
+      if (!columns_[i].right) line.append(padding);
+    }
+    line.erase(line.find_last_not_of(' ') + 1);
+    out.append(line);
+    out.push_back('\n');
+  }
+  return out;
 }
 
 }  // namespace detnccl::cli

@@ -1,5 +1,6 @@
 // detnccl command: what the command does for a human at a terminal — colour on stdout (only on a terminal, and
-// never when NO_COLOR is set) and progress lines on stderr for commands that run longer than a moment.
+// never when NO_COLOR is set), progress lines on stderr for commands that run longer than a moment, and text tables
+// whose columns stay in line whatever the numbers.
 #ifndef DETNCCL_CLI_TERMINAL_H
 #define DETNCCL_CLI_TERMINAL_H
 
@@ -10,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 namespace detnccl::cli {
 
@@ -30,6 +32,10 @@ class Style {
   std::string wrap(std::string_view code, std::string_view text) const;
   bool enabled_ = false;
 };
+
+// Whether stderr and stdout are one file (the same terminal, or `2>&1`): a progress line on stderr would then land
+// in the middle of what stdout prints, so a command that streams its output shows none.
+bool stderr_shares_stdout();
 
 // Prints "<what>: <done>/<total> <unit>" on stderr every half second once `delay` has passed, until destroyed;
 // nothing at all when the work finishes sooner. On a terminal the line is rewritten in place.
@@ -53,6 +59,29 @@ class Progress {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::thread thread_;
+};
+
+// Rows of cells in columns as wide as their widest cell, never narrower than the width each column is given, so
+// that a large number (a rank above 999999, 10^12 calls, a long step range) widens its column for every row rather
+// than pushing its own row out of line. Cells must hold no escape codes (they would count as width).
+class TextTable {
+ public:
+  struct Column {
+    std::size_t width = 0;      // the narrowest the column may be
+    bool right = false;         // right-aligned (numbers), else left-aligned
+    std::string before = "  ";  // printed before the cell: the gap, or a label ("  rank ")
+  };
+  explicit TextTable(std::vector<Column> columns) : columns_(std::move(columns)) {}
+
+  // A row: one cell per column (missing cells are empty).
+  void add_row(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
+
+  // Every row, one line each ending in '\n', without trailing spaces.
+  std::string render() const;
+
+ private:
+  std::vector<Column> columns_;
+  std::vector<std::vector<std::string>> rows_;
 };
 
 }  // namespace detnccl::cli

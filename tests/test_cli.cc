@@ -7,11 +7,13 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -43,6 +45,23 @@ CommandResult traced_job(const TempDir& dir, const std::string& run_name, int nr
 // Runs the detnccl command; stderr is folded into the output only when asked (JSON tests parse stdout alone).
 CommandResult detnccl(const std::string& arguments, bool with_stderr = false) {
   return run("NO_COLOR=1 " DETNCCL_CLI " " + arguments + (with_stderr ? " 2>&1" : " 2>/dev/null"));
+}
+
+// The lines of `text` after the first line that starts with `heading`, up to the first empty line or one starting
+// with `stop` (the rows of a table).
+std::vector<std::string> lines_after(const std::string& text, const std::string& heading, const std::string& stop) {
+  std::istringstream in(text);
+  std::vector<std::string> lines;
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    if (!inside) {
+      inside = line.rfind(heading, 0) == 0;
+      continue;
+    }
+    if (line.empty() || (!stop.empty() && line.rfind(stop, 0) == 0)) break;
+    lines.push_back(line);
+  }
+  return lines;
 }
 
 json diff_json(const TempDir& dir, const std::string& a, const std::string& b, const std::string& extra = "") {
@@ -459,6 +478,192 @@ TEST(CliStats, RecordsOfUnknownTypesAreCountedNotSilentlySkipped) {
   EXPECT_EQ(detnccl::test::occurrences(dump.output, "does not know skipped"), 1u) << dump.output;
   EXPECT_NE(dump.output.find("; 2 records of a type this detnccl does not know skipped"), std::string::npos)
       << dump.output;
+}
+
+// Records of unknown types are skipped by diff and check as by stats and dump, but never silently: a note says how
+// many on which ranks, and the JSON counts them.
+TEST(Cli, DiffAndCheckSayWhenTheySkipRecordsOfUnknownTypes) {
+  TempDir dir;
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "plain", {}), "");
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "newer", {}), "");
+  ASSERT_EQ(insert_unknown_records(dir.run("newer") + "/" + detnccl::records::rank_log_file_name(1), 2), "");
+  const CommandResult text = detnccl("diff " + dir.run("plain") + " " + dir.run("newer"));
+  EXPECT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("2 records of a type this detnccl does not know skipped in run B (rank 1;"),
+            std::string::npos)
+      << text.output;
+  json compared = diff_json(dir, "plain", "newer");  // not const: a missing key reads as null
+  ASSERT_FALSE(compared.is_discarded());
+  EXPECT_EQ(compared["verdict"], "identical");
+  EXPECT_EQ(compared["unknown_records"], 2);
+  for (std::uint32_t rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(compared["ranks"][rank]["unknown_records_a"], 0) << rank;
+    EXPECT_EQ(compared["ranks"][rank]["unknown_records_b"], rank == 1 ? 2 : 0) << rank;
+  }
+  EXPECT_EQ(diff_json(dir, "plain", "plain")["unknown_records"], 0);
+
+  const CommandResult checked = detnccl("check " + dir.run("newer"));
+  EXPECT_EQ(checked.exit_code, 0) << checked.output;
+  EXPECT_NE(checked.output.find("2 records of a type this detnccl does not know skipped (rank 1;"), std::string::npos)
+      << checked.output;
+  json check_json = json::parse(detnccl("check --json " + dir.run("newer")).output, nullptr, false);
+  ASSERT_FALSE(check_json.is_discarded());
+  EXPECT_EQ(check_json["verdict"], "consistent");
+  EXPECT_EQ(check_json["unknown_records"], 2);
+  EXPECT_EQ(json::parse(detnccl("check --json " + dir.run("plain")).output, nullptr, false)["unknown_records"], 0);
+}
+
+// Bad arguments exit with 2 in every command (docs/cli.md), `detnccl fingerprint` included.
+TEST(Cli, BadArgumentsExitTwoInEveryCommand) {
+  TempDir dir;
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "a", {}), "");
+  const std::string a = dir.run("a");
+  const std::string file = a + "/" + detnccl::records::rank_log_file_name(0);
+  for (const std::string& command :
+       {"dump --frobnicate " + a, "diff --frobnicate " + a + " " + a, "check --frobnicate " + a,
+        "stats --frobnicate " + a, "fingerprint --frobnicate " + file, "fingerprint --segment-bytes 1000 " + file,
+        std::string("fingerprint")}) {
+    const CommandResult result = detnccl(command, /*with_stderr=*/true);
+    EXPECT_EQ(result.exit_code, 2) << command << ": " << result.output;
+  }
+  EXPECT_EQ(detnccl("fingerprint " + file).exit_code, 0);
+}
+
+// dump prints progress on stderr like diff, check and stats (here: its reader waits, so the dump takes seconds), and
+// never into its output: not when stderr is another file, and none at all when stderr is stdout (`2>&1`).
+TEST(CliDump, ProgressGoesToStderrAndNeverIntoTheRecords) {
+  TempDir dir;
+  detnccl::test::SyntheticRunSpec spec;
+  spec.ranks = 8;
+  spec.steps = 50;  // some 700 KB of text: far more than a pipe holds, so the dump waits for its slow reader
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "a", spec), "");
+  const std::string command = "NO_COLOR=1 " DETNCCL_CLI " dump " + dir.run("a");
+  const CommandResult fast = detnccl("dump " + dir.run("a"));
+  ASSERT_EQ(fast.exit_code, 0);
+  ASSERT_GT(fast.output.size(), 256u << 10);
+
+  const std::string errors = dir.path() + "/dump.err";
+  const CommandResult slow = run(command + " 2>" + errors + " | { sleep 3; cat; }");
+  EXPECT_EQ(slow.output, fast.output) << "the records alone, nothing else";
+  std::ifstream error_file(errors);
+  const std::string progress((std::istreambuf_iterator<char>(error_file)), std::istreambuf_iterator<char>());
+  EXPECT_NE(progress.find("detnccl dump: "), std::string::npos) << progress;
+  EXPECT_NE(progress.find(" calls dumped\n"), std::string::npos) << progress;
+
+  const CommandResult shared = run(command + " 2>&1 | { sleep 3; cat; }");
+  EXPECT_EQ(shared.output, fast.output) << "no progress line among the records";
+}
+
+// Counts from a corrupt or crafted log can sum past 2^64 bytes: stats says the byte count overflowed and never prints
+// a wrapped number (a small, plausible total).
+TEST(CliStats, ByteCountsThatOverflowAreSaidNeverWrapped) {
+  using detnccl::records::OpId;
+  TempDir dir;
+  detnccl::test::SyntheticRunSpec spec;
+  // Rank 1: each AllReduce claims 2^60 float32 elements (2^62 bytes); its 8 AllReduces make 2^65 bytes, which a
+  // 64-bit sum wraps to 0. Rank 2: AllGathers of 2^62 elements per rank on 4 ranks, whose element count wraps to 0.
+  spec.hook = [](std::uint32_t rank, detnccl::records::CallFields& call, auto&, auto&, auto&, auto&) {
+    if (rank == 1 && call.op == OpId::kAllReduce) call.count = std::uint64_t{1} << 60;
+    if (rank == 2 && call.op == OpId::kAllGather) call.count = std::uint64_t{1} << 62;
+    return true;
+  };
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "huge", spec), "");
+  // The bytes of an untouched rank, and of every Send (untouched on every rank): a call's bytes are its larger buffer.
+  const auto call_bytes = [&](OpId op) {
+    return 4 * spec.count * (op == OpId::kAllGather || op == OpId::kAlltoAll ? spec.ranks : 1);
+  };
+  std::uint64_t rank_bytes = 0;
+  std::uint64_t send_bytes = 0;
+  for (std::uint64_t i = 0; i < spec.calls_per_step; ++i) {
+    rank_bytes += spec.steps * call_bytes(detnccl::test::synthetic_op(i));
+    if (detnccl::test::synthetic_op(i) == OpId::kSend) send_bytes += spec.ranks * spec.steps * call_bytes(OpId::kSend);
+  }
+  constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+
+  const CommandResult result = detnccl("stats --json " + dir.run("huge"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  json parsed = json::parse(result.output, nullptr, false);  // not const: a missing key reads as null
+  ASSERT_FALSE(parsed.is_discarded()) << result.output;
+  for (std::uint32_t rank = 0; rank < spec.ranks; ++rank) {
+    json& entry = parsed["per_rank"][rank];
+    const bool overflowed = rank == 1 || rank == 2;
+    EXPECT_EQ(entry["bytes_overflowed"], overflowed) << rank;
+    EXPECT_EQ(entry["bytes"], overflowed ? kMax : rank_bytes) << rank;
+    EXPECT_EQ(entry["calls"], spec.steps * spec.calls_per_step) << rank;
+  }
+  EXPECT_EQ(parsed["total"]["bytes_overflowed"], true);
+  EXPECT_EQ(parsed["total"]["bytes"], kMax);
+  EXPECT_EQ(parsed["total"]["calls"], spec.ranks * spec.steps * spec.calls_per_step);
+  EXPECT_EQ(parsed["per_op"]["AllReduce"]["bytes_overflowed"], true);
+  EXPECT_EQ(parsed["per_op"]["Send"]["bytes_overflowed"], false);
+  EXPECT_EQ(parsed["per_op"]["Send"]["bytes"], send_bytes);
+  EXPECT_EQ(parsed["per_communicator"][0]["bytes_overflowed"], true);
+
+  const CommandResult text = detnccl("stats " + dir.run("huge"));
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find(", 192 calls, over 16 EiB, steps 0-3,"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("the byte count overflowed 64 bits (ranks 1, 2;"), std::string::npos) << text.output;
+  const std::vector<std::string> rows = lines_after(text.output, "Per rank", "");
+  ASSERT_EQ(rows.size(), spec.ranks) << text.output;
+  for (std::uint32_t rank = 0; rank < spec.ranks; ++rank) {
+    EXPECT_EQ(rows[rank].find("over 16 EiB") != std::string::npos, rank == 1 || rank == 2) << rows[rank];
+  }
+  // diff and check read the same counts without failing: the run is identical to itself, and its ranks disagree on
+  // the counts of their collectives.
+  EXPECT_EQ(detnccl("diff " + dir.run("huge") + " " + dir.run("huge")).exit_code, 0);
+  const CommandResult checked = detnccl("check " + dir.run("huge"));
+  EXPECT_EQ(checked.exit_code, 1) << checked.output;
+  EXPECT_NE(checked.output.find("size mismatch"), std::string::npos) << checked.output;
+}
+
+// The per-rank tables of stats and diff keep their columns in line when numbers outgrow the usual widths: ranks of
+// seven digits next to ranks of six, step ranges of 16-digit steps next to single steps.
+TEST(Cli, PerRankTablesStayInLineWithLargeNumbers) {
+  TempDir dir;
+  detnccl::test::SyntheticRunSpec spec;
+  spec.first_rank = 999998;  // ranks 999998 to 1000001
+  spec.first_step = 1000000000000000;
+  spec.steps = spec.first_step + 2;
+  const auto drop_last_step = [&spec](std::uint32_t rank, detnccl::records::CallFields& call) {
+    return !(rank == 999999 && call.step == spec.steps - 1);
+  };
+  spec.hook = [drop_last_step](std::uint32_t rank, detnccl::records::CallFields& call, auto&, auto&, auto&, auto&) {
+    return drop_last_step(rank, call);
+  };
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "a", spec), "");
+  detnccl::test::SyntheticRunSpec perturbed = spec;
+  perturbed.hook = [drop_last_step, first_step = spec.first_step](
+                       std::uint32_t rank, detnccl::records::CallFields& call, auto&, auto&, auto&, auto&) {
+    if (rank == 1000000 && call.step == first_step + 1 && call.op == detnccl::records::OpId::kAllReduce) {
+      call.input_fingerprint ^= 1;
+    }
+    return drop_last_step(rank, call);
+  };
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "b", perturbed), "");
+
+  const CommandResult stats = detnccl("stats " + dir.run("a"));
+  ASSERT_EQ(stats.exit_code, 0) << stats.output;
+  const std::vector<std::string> rows = lines_after(stats.output, "Per rank", "");
+  ASSERT_EQ(rows.size(), 4u) << stats.output;
+  EXPECT_NE(rows[1].find("steps 1000000000000000 "), std::string::npos) << rows[1];
+  for (const std::string& row : rows) {
+    EXPECT_EQ(row.find(" calls "), rows[0].find(" calls ")) << stats.output;
+    EXPECT_EQ(row.find(" steps "), rows[0].find(" steps ")) << stats.output;
+    EXPECT_EQ(row.find(" closed"), rows[0].find(" closed")) << stats.output;
+  }
+
+  const CommandResult diff = detnccl("diff " + dir.run("a") + " " + dir.run("b"));
+  ASSERT_EQ(diff.exit_code, 1) << diff.output;
+  const std::vector<std::string> table = lines_after(diff.output, "Per rank", "  total:");
+  ASSERT_EQ(table.size(), 5u) << diff.output;  // the heading row and one row per rank
+  EXPECT_NE(table[1].find("1000000 "), std::string::npos) << table[1];
+  EXPECT_NE(table[1].find("AllReduce step 1000000000000001 seq "), std::string::npos) << table[1];
+  // Where the rank column ends, and the row with it: the last column is right-aligned.
+  const auto rank_end = [](const std::string& line) { return line.find(' ', line.find_first_not_of(' ')); };
+  for (const std::string& line : table) {
+    EXPECT_EQ(rank_end(line), rank_end(table[0])) << diff.output;
+    EXPECT_EQ(line.size(), table[0].size()) << diff.output;
+  }
 }
 
 // --from-step and --to-step take a step number: a negative or too large one is a bad argument (exit 2), never

@@ -50,6 +50,10 @@ inline std::uint64_t synthetic_digest(std::uint64_t a, std::uint64_t b, std::uin
 // What to write.
 struct SyntheticRunSpec {
   std::uint32_t ranks = 4;
+  // The global rank of the first log: the logs are ranks first_rank to first_rank + ranks - 1 of a job of
+  // first_rank + ranks ranks (their one communicator spans these). Hooks, rank_config and truncated_ranks use global
+  // ranks; peers and blocks, communicator ranks.
+  std::uint32_t first_rank = 0;
   std::uint64_t steps = 4;
   std::uint64_t calls_per_step = 12;
   std::uint64_t first_step = 0;  // a resumed run starts here (its comm_seq starts at 0)
@@ -100,9 +104,10 @@ inline std::string write_synthetic_run(const std::string& dir, const std::string
   using records::OpId;
   const std::uint32_t n = spec.ranks;
   for (std::uint32_t rank = 0; rank < n; ++rank) {
+    const std::uint32_t global = spec.first_rank + rank;
     records::LogHeader header;
-    header.rank = rank;
-    header.world_size = n;
+    header.rank = global;
+    header.world_size = spec.first_rank + n;
     header.pid = 1000 + rank;
     header.nccl_version = 22809;
     header.fingerprint_version = 1;
@@ -115,11 +120,11 @@ inline std::string write_synthetic_run(const std::string& dir, const std::string
                                      : spec.fingerprints ? "hash"
                                                          : "meta") +
                          "\nDETNCCL_SEGMENT_BYTES=1M\n" + spec.extra_config +
-                         (spec.rank_config ? spec.rank_config(rank) : std::string());
+                         (spec.rank_config ? spec.rank_config(global) : std::string());
     header.nccl_environment = spec.nccl_environment;
     records::WriterOptions options;
     options.initial_bytes = 64u << 10;
-    auto created = records::RecordWriter::create({dir, run, records::rank_log_file_name(rank)}, header, options);
+    auto created = records::RecordWriter::create({dir, run, records::rank_log_file_name(global)}, header, options);
     if (!created.writer) return created.error;
     records::CommunicatorRecord communicator;
     communicator.ordinal = 0;
@@ -199,7 +204,7 @@ inline std::string write_synthetic_run(const std::string& dir, const std::string
           if (has_input) input_segments.push_back(synthetic_digest(call.input_fingerprint, s, 6));
           if (has_output) output_segments.push_back(synthetic_digest(call.output_fingerprint, s, 7));
         }
-        if (spec.hook && !spec.hook(rank, call, input_blocks, output_blocks, input_segments, output_segments)) {
+        if (spec.hook && !spec.hook(global, call, input_blocks, output_blocks, input_segments, output_segments)) {
           continue;
         }
         records::CallRecord record;
@@ -213,7 +218,7 @@ inline std::string write_synthetic_run(const std::string& dir, const std::string
       }
     }
     created.writer->close();
-    if (std::find(spec.truncated_ranks.begin(), spec.truncated_ranks.end(), rank) != spec.truncated_ranks.end()) {
+    if (std::find(spec.truncated_ranks.begin(), spec.truncated_ranks.end(), global) != spec.truncated_ranks.end()) {
       if (std::string error = replace_end_with_truncation(created.writer->path()); !error.empty()) return error;
     } else if (!spec.close_logs) {
       // The end marker is the last 32 bytes (16-byte frame, 16-byte EndRecord): without it the log has a torn tail.

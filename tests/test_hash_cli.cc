@@ -95,19 +95,25 @@ TEST_F(FingerprintTool, NamesAMissingFileAndExitsWithTwo) {
 }
 
 // --segment-bytes 0 is not a positive multiple of the leaf size either: refused like 1000, not taken as "no segments".
+// Bad arguments exit with 2, as for every `detnccl` command (docs/cli.md).
 TEST_F(FingerprintTool, RejectsASegmentSizeOfZero) {
   write("a.bin", 10);
   const ToolRun zero = run_tool("--segment-bytes 0 " + path("a.bin"));
-  EXPECT_EQ(zero.status, 1) << zero.output;
+  EXPECT_EQ(zero.status, 2) << zero.output;
   EXPECT_NE(zero.output.find("multiple of 16384"), std::string::npos) << zero.output;
 }
 
 TEST_F(FingerprintTool, RejectsABadSegmentSizeAndMissingArguments) {
   write("a.bin", 10);
   const ToolRun bad = run_tool("--segment-bytes 1000 " + path("a.bin"));
-  EXPECT_EQ(bad.status, 1);
+  EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.output.find("multiple of 16384"), std::string::npos) << bad.output;
-  EXPECT_EQ(run_tool("").status, 1);
+  EXPECT_EQ(run_tool("").status, 2);
+  EXPECT_EQ(run_tool("--frobnicate " + path("a.bin")).status, 2);
+  // A thread count no machine has is a bad argument too, not an abort while starting the threads.
+  const ToolRun threads = run_tool("--threads 4000000000 " + path("a.bin"));
+  EXPECT_EQ(threads.status, 2) << threads.output;
+  EXPECT_NE(threads.output.find("--threads"), std::string::npos) << threads.output;
   const ToolRun help = run_tool("--help");
   EXPECT_EQ(help.status, 0);
   EXPECT_NE(help.output.find("--segment-bytes"), std::string::npos);

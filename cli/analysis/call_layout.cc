@@ -31,6 +31,11 @@ std::uint64_t datatype_bytes(std::uint16_t datatype) noexcept {
   }
 }
 
+std::uint64_t saturating_product(std::uint64_t a, std::uint64_t b) noexcept {
+  std::uint64_t product = 0;
+  return __builtin_mul_overflow(a, b, &product) ? kSaturated : product;
+}
+
 bool is_point_to_point(OpId op) noexcept { return op == OpId::kSend || op == OpId::kRecv; }
 
 bool is_rooted(OpId op) noexcept {
@@ -49,12 +54,12 @@ std::uint64_t input_elements(const records::CallFields& call, std::uint32_t nran
       return call.count;
     case OpId::kReduceScatter:
     case OpId::kAlltoAll:
-      return call.count * nranks;
+      return saturating_product(call.count, nranks);
     case OpId::kBroadcast:
     case OpId::kBcast:
       return is_root ? call.count : 0;
     case OpId::kScatter:
-      return is_root ? call.count * nranks : 0;
+      return is_root ? saturating_product(call.count, nranks) : 0;
     case OpId::kRecv:
     case OpId::kUnknown:
       break;
@@ -74,11 +79,11 @@ std::uint64_t output_elements(const records::CallFields& call, std::uint32_t nra
       return call.count;
     case OpId::kAllGather:
     case OpId::kAlltoAll:
-      return call.count * nranks;
+      return saturating_product(call.count, nranks);
     case OpId::kReduce:
       return is_root ? call.count : 0;
     case OpId::kGather:
-      return is_root ? call.count * nranks : 0;
+      return is_root ? saturating_product(call.count, nranks) : 0;
     case OpId::kSend:
     case OpId::kUnknown:
       break;

@@ -25,8 +25,14 @@ bool is_point_to_point(records::OpId op) noexcept;
 // Whether an operation is rooted (its peer field holds the root).
 bool is_rooted(records::OpId op) noexcept;
 
+// a * b, or kSaturated (2^64-1) when the product does not fit in 64 bits. RATIONALE: counts come from logs, which may
+// be corrupt or crafted; a wrapped product would pass for a small, plausible size.
+inline constexpr std::uint64_t kSaturated = ~std::uint64_t{0};
+std::uint64_t saturating_product(std::uint64_t a, std::uint64_t b) noexcept;
+
 // Elements of the input and output buffers of a call on a communicator of nranks ranks (0: that side does not
 // exist for this call, e.g. a Recv's input or a non-root's Gather output). comm_rank is the caller's rank in it.
+// kSaturated when the count times nranks does not fit in 64 bits.
 std::uint64_t input_elements(const records::CallFields& call, std::uint32_t nranks, std::uint32_t comm_rank) noexcept;
 std::uint64_t output_elements(const records::CallFields& call, std::uint32_t nranks, std::uint32_t comm_rank) noexcept;
 

@@ -707,6 +707,21 @@ CheckResult check_run(const RunLogs& run, const CheckOptions& options) {
     checker.finish();
     result.notes.insert(result.notes.begin(), std::make_move_iterator(no_header_notes.begin()),
                         std::make_move_iterator(no_header_notes.end()));
+    std::vector<std::uint32_t> ranks_with_unknown_records;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint64_t skipped = streams[i]->unknown_records_skipped();
+      result.unknown_records += skipped;
+      if (skipped > 0) ranks_with_unknown_records.push_back(readable.logs[i].rank);
+    }
+    if (result.unknown_records > 0) {
+      // A newer detnccl of the same format version wrote record types this one does not know. Said before the notes
+      // per rank, which can be many (only 10 notes are shown without --verbose).
+      result.notes.push_back(
+          std::to_string(result.unknown_records) + (result.unknown_records == 1 ? " record" : " records") +
+          " of a type this detnccl does not know skipped (rank" +
+          (ranks_with_unknown_records.size() == 1 ? " " : "s ") + rank_list(ranks_with_unknown_records) +
+          "; written by a newer detnccl?): what they hold was not checked");
+    }
     for (std::size_t i = 0; i < n; ++i) {
       const records::LogEnd& end = streams[i]->end();
       if (end.kind != records::LogEndKind::kClosed) {

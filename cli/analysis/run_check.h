@@ -86,6 +86,9 @@ struct CheckResult {
   // made but not recorded, so the other members' calls that expect them are not checked (never "not joined").
   std::vector<std::uint32_t> truncated_ranks;
   std::uint64_t not_checked = 0;  // collectives and Send/Recv calls left incomplete only by a truncated log
+  // Records of types this detnccl does not know, skipped (a newer detnccl of the same format version wrote them):
+  // whatever they hold was not checked. A note names the ranks.
+  std::uint64_t unknown_records = 0;
 
   // Whether the run passed every check.
   bool clean() const noexcept { return finding_counts.empty(); }

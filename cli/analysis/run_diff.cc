@@ -289,13 +289,15 @@ class RankComparison {
         a_.segment_bytes.value_or(0) == b_.segment_bytes.value_or(0) ? a_.segment_bytes.value_or(0) : 0;
     const std::uint32_t nranks = a.communicator.nranks;
     if (divergence.input_differs) {
-      divergence.input_ranges = differing_ranges(a.call.input_segments, b.call.input_segments, segment,
-                                                 input_elements(x, nranks, a.communicator.rank) * element, element);
+      divergence.input_ranges =
+          differing_ranges(a.call.input_segments, b.call.input_segments, segment,
+                           saturating_product(input_elements(x, nranks, a.communicator.rank), element), element);
       divergence.input_blocks = differing_blocks(a.call.input_blocks, b.call.input_blocks);
     }
     if (divergence.output_differs) {
-      divergence.output_ranges = differing_ranges(a.call.output_segments, b.call.output_segments, segment,
-                                                  output_elements(x, nranks, a.communicator.rank) * element, element);
+      divergence.output_ranges =
+          differing_ranges(a.call.output_segments, b.call.output_segments, segment,
+                           saturating_product(output_elements(x, nranks, a.communicator.rank), element), element);
       divergence.output_blocks = differing_blocks(a.call.output_blocks, b.call.output_blocks);
     }
     record(std::move(divergence), a);
@@ -335,12 +337,15 @@ class RankComparison {
               [](const DivergentCallBrief& x, const DivergentCallBrief& y) {
                 return std::tie(x.step, x.seq) < std::tie(y.step, y.seq);
               });
-    for (auto [side, end, message, communicators, world_size] :
-         {std::tuple{&a_, &result_.end_a, &result_.end_message_a, &result_.communicators_a, &result_.world_size_a},
-          std::tuple{&b_, &result_.end_b, &result_.end_message_b, &result_.communicators_b, &result_.world_size_b}}) {
+    for (auto [side, end, message, communicators, world_size, unknown] :
+         {std::tuple{&a_, &result_.end_a, &result_.end_message_a, &result_.communicators_a, &result_.world_size_a,
+                     &result_.unknown_records_a},
+          std::tuple{&b_, &result_.end_b, &result_.end_message_b, &result_.communicators_b, &result_.world_size_b,
+                     &result_.unknown_records_b}}) {
       if (!side->stream) continue;
       *end = side->stream->end().kind;
       *message = side->stream->end().message;
+      *unknown = side->stream->unknown_records_skipped();
       *communicators = side->stream->communicators();
       *world_size = side->stream->header().world_size;
       if (log_end_is_unusable(side->stream->end())) {
@@ -906,6 +911,22 @@ RunDiff diff_runs(const RunLogs& a, const RunLogs& b, const DiffOptions& options
                            " calls after the truncation were not compared");
       // RATIONALE: a configuration difference is a divergence found before the truncation, like a call's.
       if (diff.identical()) diff.undecided = true;
+    }
+    // Records a newer detnccl wrote: skipped, so whatever they hold was not compared.
+    for (const bool run_a : {true, false}) {
+      std::uint64_t skipped = 0;
+      std::vector<std::uint32_t> ranks;
+      for (const RankDiff& rank : diff.ranks) {
+        const std::uint64_t count = run_a ? rank.unknown_records_a : rank.unknown_records_b;
+        skipped += count;
+        if (count > 0) ranks.push_back(rank.rank);
+      }
+      if (skipped == 0) continue;
+      diff.unknown_records += skipped;
+      diff.notes.push_back(std::to_string(skipped) + (skipped == 1 ? " record" : " records") +
+                           " of a type this detnccl does not know skipped in run " + (run_a ? "A" : "B") + " (rank" +
+                           (ranks.size() == 1 ? " " : "s ") + rank_list(ranks) +
+                           "; written by a newer detnccl?): what they hold was not compared");
     }
     if (options.from_step || options.to_step) {
       diff.notes.push_back("compared steps " + step_range_text(options) +

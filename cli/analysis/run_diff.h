@@ -130,6 +130,10 @@ struct RankDiff {
   records::LogEndKind end_b = records::LogEndKind::kNotReached;
   std::string end_message_a;
   std::string end_message_b;
+  // Records of types this detnccl does not know, skipped (a newer detnccl of the same format version wrote them):
+  // whatever they hold was not compared.
+  std::uint64_t unknown_records_a = 0;
+  std::uint64_t unknown_records_b = 0;
   std::string unusable;  // non-empty: a log of this rank is unusable (the message names the file and why)
   // Non-empty: run A's (B's) file for this rank holds no header (empty or zeros: its writer was killed before
   // writing it; records::OpenedLog::no_header): the reader's message, naming the file. The rank is compared as if
@@ -174,6 +178,7 @@ struct RunDiff {
   std::vector<std::uint32_t> stopped;    // for a first divergence of kind missing: every rank whose first divergence
                                          // is a missing call at that step
   std::vector<std::string> notes;        // things the reader must know (calls not compared, truncated logs...)
+  std::uint64_t unknown_records = 0;     // records of unknown types skipped, both runs (RankDiff::unknown_records_a)
   bool undecided = false;  // no divergence found, but a truncated log hides part of a run: no verdict (exit 2)
   // --from-step/--to-step select no call of either run: nothing was compared (exit 2, like a bad argument); error
   // says so and names the steps each run has.

@@ -10,12 +10,27 @@
 namespace detnccl::analysis {
 namespace {
 
+std::uint64_t saturating_sum(std::uint64_t a, std::uint64_t b, bool& overflowed) noexcept {
+  std::uint64_t sum = 0;
+  if (!__builtin_add_overflow(a, b, &sum)) return sum;
+  overflowed = true;
+  return kSaturated;
+}
+
 void widen(std::optional<std::uint64_t>& first, std::optional<std::uint64_t>& last, std::uint64_t step) {
   first = first ? std::min(*first, step) : step;
   last = last ? std::max(*last, step) : step;
 }
 
 }  // namespace
+
+void Volume::add(const Volume& other) noexcept {
+  bool ignored = false;
+  calls = saturating_sum(calls, other.calls, ignored);
+  fingerprinted = saturating_sum(fingerprinted, other.fingerprinted, ignored);
+  bytes = saturating_sum(bytes, other.bytes, bytes_overflowed);
+  bytes_overflowed = bytes_overflowed || other.bytes_overflowed;
+}
 
 RunStats run_stats(const RunLogs& run, unsigned threads, std::atomic<std::size_t>* ranks_done) {
   RunStats stats;
@@ -49,11 +64,11 @@ RunStats run_stats(const RunLogs& run, unsigned threads, std::atomic<std::size_t
               const std::uint32_t nranks = call.communicator.nranks;
               const std::uint64_t element = datatype_bytes(call.call.datatype);
               const std::uint64_t bytes =
-                  element * std::max(input_elements(call.call, nranks, call.communicator.rank),
-                                     output_elements(call.call, nranks, call.communicator.rank));
+                  saturating_product(element, std::max(input_elements(call.call, nranks, call.communicator.rank),
+                                                       output_elements(call.call, nranks, call.communicator.rank)));
               const bool fingerprinted =
                   (call.call.flags & (records::kCallInputFingerprint | records::kCallOutputFingerprint)) != 0;
-              const Volume volume{1, bytes, fingerprinted ? 1u : 0u};
+              const Volume volume{1, bytes, fingerprinted ? 1u : 0u, bytes == kSaturated};
               rank.total.add(volume);
               rank.per_op[call.call.op].add(volume);
               widen(rank.first_step, rank.last_step, call.call.step);

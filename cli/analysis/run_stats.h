@@ -17,13 +17,14 @@ namespace detnccl::analysis {
 // Calls and bytes. A call's bytes are the larger of its input and output buffers on the calling rank.
 struct Volume {
   std::uint64_t calls = 0;
-  std::uint64_t bytes = 0;
+  std::uint64_t bytes = 0;          // saturates at 2^64-1 (then bytes_overflowed is set): never wraps
   std::uint64_t fingerprinted = 0;  // calls with at least one fingerprint
-  void add(const Volume& other) noexcept {
-    calls += other.calls;
-    bytes += other.bytes;
-    fingerprinted += other.fingerprinted;
-  }
+  // The bytes do not fit in 64 bits: counts no job can move, from a corrupt or crafted log. `bytes` is then 2^64-1,
+  // a lower bound, never a total to print as such.
+  bool bytes_overflowed = false;
+  // Sums saturate. RATIONALE: calls and fingerprinted count records read, which cannot reach 2^64; bytes come from
+  // the records' counts, which can say anything.
+  void add(const Volume& other) noexcept;
 };
 
 // One rank's log.
