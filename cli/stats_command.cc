@@ -70,7 +70,7 @@ int stats_command(const StatsCommandOptions& options) {
   }
   if (!stats.error.empty()) {
     if (options.json) {
-      std::cout << json({{"run", options.run}, {"error", stats.error}}).dump(2) << "\n";
+      std::cout << json({{"run", options.run}, {"verdict", "unusable"}, {"error", stats.error}}).dump(2) << "\n";
     }
     std::cerr << "detnccl stats: unusable input: " << stats.error << "\n";
     return kExitUnusable;

@@ -208,6 +208,13 @@ TEST(CliDiff, UnusableInputExitsTwoNamingTheFile) {
   EXPECT_NE(absent.output.find("nope"), std::string::npos) << absent.output;
   const json unusable = diff_json(dir, "a", "nope");
   EXPECT_EQ(unusable["verdict"], "unusable");
+  // stats says it in the same words.
+  const CommandResult counted = detnccl("stats --json " + dir.run("b"));
+  EXPECT_EQ(counted.exit_code, 2) << counted.output;
+  const json counted_json = json::parse(counted.output, nullptr, false);
+  ASSERT_FALSE(counted_json.is_discarded()) << counted.output;
+  EXPECT_EQ(counted_json["verdict"], "unusable") << counted.output;
+  EXPECT_NE(counted_json["error"].get<std::string>().find("rank-00001.dnc"), std::string::npos) << counted.output;
   EXPECT_EQ(detnccl("diff --frobnicate " + dir.run("a")).exit_code, 2);
   EXPECT_EQ(detnccl("diff --help").exit_code, 0);
   EXPECT_EQ(detnccl("--help").exit_code, 0);
