@@ -116,6 +116,16 @@ int stats_command(const StatsCommandOptions& options) {
       ranks.push_back(entry);
     }
     out["per_rank"] = ranks;
+    if (stats.jobs.mixed()) {
+      // Present only when the directory mixes jobs (docs/cli.md): each job's ranks and world communicator.
+      json jobs = json::array();
+      for (std::size_t g = 0; g < stats.jobs.ranks.size(); ++g) {
+        jobs.push_back({{"ranks", stats.jobs.ranks[g]},
+                        {"world_communicator", hash::format_digest(stats.jobs.world_communicators[g].id)}});
+      }
+      out["jobs"] = jobs;
+      out["jobs_message"] = analysis::describe_job_groups(stats.jobs);
+    }
     std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
     return kExitSame;
   }
@@ -146,6 +156,8 @@ int stats_command(const StatsCommandOptions& options) {
                             " of a type this detnccl does not know skipped")
               << " (" << ranks_text(ranks_with_unknown_records) << "; written by a newer detnccl?)\n";
   }
+  if (stats.jobs.mixed()) std::cout << "  " << style.warn(analysis::describe_job_groups(stats.jobs)) << "\n";
+
   if (!ranks_overflowed.empty()) {
     std::cout << "  " << style.warn("the byte count overflowed 64 bits") << " (" << ranks_text(ranks_overflowed)
               << "; shown as over 16 EiB): its calls' counts are larger than any buffer (a corrupt or crafted log?)\n";

@@ -560,9 +560,13 @@ TEST(RunJobs, TheLogsOfOneJobAreNeverTakenForTwo) {
          {communicator(kLeft + r, 2, 0, CommOrigin::kInitAll), communicator(kLeft + r, 2, 1, CommOrigin::kInitAll)}});
   }
   EXPECT_FALSE(group_logs_by_job(init_all).mixed());
-  // Without a known world size (or with headers that disagree on it) nothing is concluded.
+  // Without a known world size nothing is concluded.
   std::vector<RankJobEvidence> unknown = {{0, 0, {communicator(kWorld, 2, 0)}}, {1, 0, {communicator(kLater, 2, 1)}}};
   EXPECT_FALSE(group_logs_by_job(unknown).mixed());
+  // Headers that disagree on the world size, in logs that share their communicators: still one job.
+  std::vector<RankJobEvidence> disagreeing = {{0, 2, {communicator(kWorld, 2, 0)}},
+                                              {1, 3, {communicator(kWorld, 2, 1)}}};
+  EXPECT_FALSE(group_logs_by_job(disagreeing).mixed());
 }
 
 TEST(RunJobs, TwoGroupsEachWithAWorldCommunicatorTheOtherLacksAreTwoJobs) {
@@ -582,6 +586,20 @@ TEST(RunJobs, TwoGroupsEachWithAWorldCommunicatorTheOtherLacksAreTwoJobs) {
   EXPECT_NE(message.find("2 different jobs"), std::string::npos) << message;
   EXPECT_NE(message.find("ranks 0, 1, 2 (world communicator 000000000000aaaa)"), std::string::npos) << message;
   EXPECT_NE(message.find("rank 3 (world communicator 000000000000bbbb)"), std::string::npos) << message;
+}
+
+TEST(RunJobs, ARerunWithMoreRanksBesideTheFirstRunsLogsIsASecondJob) {
+  // A 2-rank job, then a 4-rank job under the same run name: its ranks 0 and 1 found their files taken, ranks 2 and
+  // 3 wrote beside the first job's logs. Each job's world communicator spans its own header's world.
+  using detnccl::analysis::RankJobEvidence;
+  constexpr std::uint64_t kFirst = 0xaaaa, kRerun = 0xbbbb;
+  std::vector<RankJobEvidence> logs;
+  for (std::uint32_t r = 0; r < 2; ++r) logs.push_back({r, 2, {communicator(kFirst, 2, r)}});
+  for (std::uint32_t r = 2; r < 4; ++r) logs.push_back({r, 4, {communicator(kRerun, 4, r)}});
+  const auto groups = detnccl::analysis::group_logs_by_job(logs);
+  ASSERT_TRUE(groups.mixed());
+  EXPECT_EQ(groups.ranks[0], (std::vector<std::uint32_t>{0, 1}));
+  EXPECT_EQ(groups.ranks[1], (std::vector<std::uint32_t>{2, 3}));
 }
 
 TEST_F(Analysis, CheckAndDiffRefuseARunDirectoryHoldingTwoJobs) {
@@ -605,6 +623,13 @@ TEST_F(Analysis, CheckAndDiffRefuseARunDirectoryHoldingTwoJobs) {
   // Each job alone is fine.
   EXPECT_EQ(check("b").error, "");
   EXPECT_TRUE(check("b").clean());
+  // stats describes such a directory, and says what it holds.
+  const auto counted = detnccl::analysis::run_stats(detnccl::analysis::list_run(dir_.run("mixed")));
+  EXPECT_EQ(counted.error, "");
+  ASSERT_TRUE(counted.jobs.mixed());
+  EXPECT_EQ(counted.jobs.ranks[0], (std::vector<std::uint32_t>{0, 1, 2}));
+  EXPECT_EQ(counted.jobs.ranks[1], std::vector<std::uint32_t>{3});
+  EXPECT_FALSE(detnccl::analysis::run_stats(detnccl::analysis::list_run(dir_.run("b"))).jobs.mixed());
 }
 
 TEST_F(Analysis, StatsCountCallsBytesAndSteps) {

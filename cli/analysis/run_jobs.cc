@@ -35,11 +35,12 @@ class Groups {
 JobGroups group_logs_by_job(const std::vector<RankJobEvidence>& logs) {
   JobGroups result;
   if (logs.size() < 2) return result;
-  // RATIONALE: a world-spanning communicator has every process of the job as a member only when the world size is
-  // known and the same in every header, and every rank is inside it; otherwise nothing can be concluded.
-  const std::uint32_t world = logs.front().world_size;
+  // RATIONALE: a communicator spans a log's world only when that log's header knows the world size and the rank is
+  // inside it; otherwise nothing can be concluded. Headers may disagree on the world size: the logs of one job never
+  // do (one launcher), so such logs are compared each against its own world (a rerun with more ranks under the name
+  // of an earlier run: the new ranks' logs beside the old ones).
   for (const RankJobEvidence& log : logs) {
-    if (world == 0 || log.world_size != world || log.rank >= world) return result;
+    if (log.world_size == 0 || log.rank >= log.world_size) return result;
   }
   Groups groups(logs.size());
   std::map<std::uint64_t, std::size_t> first_holder;  // communicator id -> first log recording it
@@ -56,7 +57,7 @@ JobGroups group_logs_by_job(const std::vector<RankJobEvidence>& logs) {
     std::map<std::uint64_t, int> times;  // a communicator recorded twice in one log: one process, several ranks
     for (const records::CommunicatorRecord& communicator : logs[i].communicators) ++times[communicator.id];
     for (const records::CommunicatorRecord& communicator : logs[i].communicators) {
-      if (communicator.id == 0 || communicator.nranks != world ||
+      if (communicator.id == 0 || communicator.nranks != logs[i].world_size ||
           communicator.origin == records::CommOrigin::kInitAll || times[communicator.id] != 1) {
         continue;
       }

@@ -2,12 +2,14 @@
 // a directory that mixes the ranks of two jobs).
 //
 // Two jobs started at once with the same DETNCCL_RUN can each win some of the rank files (each file is created
-// exclusively, so neither job overwrites the other, but neither gets them all). The headers cannot tell such logs
-// apart; their communicators can. Communicator ids are derived from NCCL's unique ids, which are random per
+// exclusively, so neither job overwrites the other, but neither gets them all); so can a rerun with more ranks under
+// the name of an earlier run (its new ranks' files are not taken yet). The headers cannot tell such logs apart; their
+// communicators can. Communicator ids are derived from NCCL's unique ids, which are random per
 // creation, so two logs that record one id belong to one job. And a communicator that spans the job's whole world
 // (as many ranks as the headers' world size, one per log: not an ncclCommInitAll one) has every process of the job
 // among its members, so every log of that job that lived long enough records it. Two groups of logs that share no
-// communicator, each holding a world-spanning communicator the other lacks, therefore come from two jobs. A
+// communicator, each holding a world-spanning communicator the other lacks, therefore come from two jobs (each log's
+// world is its own header's world size: the jobs may differ in it). A
 // legitimate run cannot look like this: its logs all record its world communicators (a rank killed or truncated
 // before one was created lacks it, but then it lacks the later ones too and holds none the others lack), and a job
 // whose ranks never form a world communicator (disjoint halves) gives no group a world-spanning one.

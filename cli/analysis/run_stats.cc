@@ -77,6 +77,7 @@ RunStats run_stats(const RunLogs& run, unsigned threads, std::atomic<std::size_t
               communicator.nranks = nranks;
               communicator.total.add(volume);
             }
+            rank.communicators = stream->communicators();
             for (const auto& record : stream->communicators()) {
               CommunicatorStats& communicator = mine[record.id];
               communicator.id = record.id;
@@ -110,6 +111,9 @@ RunStats run_stats(const RunLogs& run, unsigned threads, std::atomic<std::size_t
         total.total.add(communicator.total);
       }
     }
+    std::vector<RankJobEvidence> jobs;
+    for (const RankStats& rank : stats.ranks) jobs.push_back({rank.rank, rank.world_size, rank.communicators});
+    stats.jobs = group_logs_by_job(jobs);
   } catch (const std::exception& e) {
     stats.error = std::string("stats failed: ") + e.what();
   }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/analysis/run_jobs.h"
 #include "cli/analysis/run_logs.h"
 
 namespace detnccl::analysis {
@@ -41,6 +42,7 @@ struct RankStats {
   bool no_header = false;
   std::uint64_t unknown_records = 0;
   std::uint32_t world_size = 0;
+  std::vector<records::CommunicatorRecord> communicators;  // the log's communicator records
 };
 
 // One communicator, over every rank.
@@ -60,6 +62,7 @@ struct RunStats {
   std::map<std::uint64_t, CommunicatorStats> per_communicator;  // by id
   std::optional<std::uint64_t> first_step;
   std::optional<std::uint64_t> last_step;
+  JobGroups jobs;  // mixed(): the logs come from more than one job (run_jobs.h)
 };
 
 // Reads every log of a run (ranks in parallel). Never throws.
