@@ -11,8 +11,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <utility>
 
 // Linux 5.14's madvise advice; older C libraries lack the name, older kernels refuse it with EINVAL.
@@ -96,6 +98,55 @@ class FileDescriptor {
   int fd_;
 };
 
+// When this process started, as CLOCK_REALTIME nanoseconds (to the kernel's clock tick); 0 when unknown.
+std::uint64_t process_start_ns() noexcept {
+  const FileDescriptor stat_file(open("/proc/self/stat", O_RDONLY | O_CLOEXEC));
+  char text[1024] = {};
+  if (stat_file.get() < 0 || read(stat_file.get(), text, sizeof text - 1) <= 0) return 0;
+  // Field 22, starttime (clock ticks after boot), counted from the fields after the command name's ')'.
+  const char* field = std::strrchr(text, ')');
+  for (int i = 2; field != nullptr && i < 22; ++i) field = std::strchr(field + 1, ' ');
+  const long ticks_per_second = sysconf(_SC_CLK_TCK);
+  if (field == nullptr || ticks_per_second <= 0) return 0;
+  const unsigned long long ticks = std::strtoull(field + 1, nullptr, 10);
+  timespec now_real{}, now_boot{};
+  if (clock_gettime(CLOCK_REALTIME, &now_real) != 0 || clock_gettime(CLOCK_BOOTTIME, &now_boot) != 0) return 0;
+  const auto ns = [](const timespec& t) {
+    return static_cast<std::uint64_t>(t.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(t.tv_nsec);
+  };
+  const std::uint64_t since_boot = ticks * (1000000000ull / static_cast<std::uint64_t>(ticks_per_second));
+  const std::uint64_t age = ns(now_boot) > since_boot ? ns(now_boot) - since_boot : 0;
+  return ns(now_real) > age ? ns(now_real) - age : 0;
+}
+
+// The fixed header of the run's rank-0 log when it has one (a regular file that reads as a log); nullopt otherwise.
+std::optional<FileHeaderFixed> rank_0_header(int run_fd) {
+  const FileDescriptor file(
+      openat(run_fd, rank_log_file_name(0).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat file_stat {};
+  if (file.get() < 0 || fstat(file.get(), &file_stat) != 0 || !S_ISREG(file_stat.st_mode)) return std::nullopt;
+  FileHeaderFixed fixed{};
+  if (pread(file.get(), &fixed, sizeof fixed, 0) != static_cast<ssize_t>(sizeof fixed) || fixed.magic != kMagic) {
+    return std::nullopt;
+  }
+  return fixed;
+}
+
+// Whether the run directory holds the logs of an earlier job: its rank-0 log says another world size and was
+// created before this process started. (The logs of one job agree on the world size, and a rank-0 log of this job
+// is created once its first communicator exists, which takes this process too.) A rerun with more ranks under the
+// name of an earlier run finds the new ranks' files free: without this check they would join the old logs.
+std::optional<FileHeaderFixed> earlier_job(int run_fd, const LogLocation& location, const LogHeader& header) {
+  if (header.world_size == 0 || location.file_name == rank_log_file_name(0)) return std::nullopt;
+  const std::optional<FileHeaderFixed> theirs = rank_0_header(run_fd);
+  if (!theirs || theirs->world_size == 0 || theirs->world_size == header.world_size) return std::nullopt;
+  // RATIONALE: a margin of two clock ticks: the start time is known to the tick.
+  constexpr std::uint64_t kMarginNs = 20000000;
+  const std::uint64_t started = process_start_ns();
+  if (started == 0 || theirs->start_time_ns + kMarginNs >= started) return std::nullopt;
+  return theirs;
+}
+
 TruncationReason reason_of(int error_number) noexcept {
   switch (error_number) {
     case ENOSPC:
@@ -152,6 +203,15 @@ CreatedWriter RecordWriter::create(const LogLocation& location, const LogHeader&
       return result;
     }
     const std::string path = run_path + "/" + location.file_name;
+    if (const auto theirs = earlier_job(run.get(), location, header)) {
+      result.error = "cannot create " + path + ": " + run_path + " holds the logs of an earlier job of " +
+                     std::to_string(theirs->world_size) + " ranks (this one has " + std::to_string(header.world_size) +
+                     "), so run name '" + location.run +
+                     "' was used before; detnccl never adds a job's logs to another's: set DETNCCL_RUN to a new name "
+                     "or remove " +
+                     run_path;
+      return result;
+    }
     FileDescriptor file(
         openat(run.get(), location.file_name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (file.get() < 0) {

@@ -819,6 +819,49 @@ TEST(RecordWriter, SameRunNameTwiceIsRefusedAndNothingIsOverwritten) {
   EXPECT_TRUE(other_rank.writer) << other_rank.error;
 }
 
+// A rerun with more ranks under the name of an earlier run: its ranks beyond the earlier world find their files
+// free, but the run directory's rank-0 log says another world size and predates the process: refused, nothing added.
+TEST(RecordWriter, ARankOfALargerRerunIsNotAddedToAnEarlierJobsRunDirectory) {
+  TempDir dir;
+  const auto now_ns = [] {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count());
+  };
+  LogHeader earlier = make_header(0);
+  earlier.world_size = 2;  // make_header's start time is in 2023: long before this process
+  CreatedWriter rank_0 = RecordWriter::create({dir.path(), "run", rank_log_file_name(0)}, earlier);
+  ASSERT_TRUE(rank_0.writer) << rank_0.error;
+  rank_0.writer->close();
+
+  LogHeader rerun = make_header(2);
+  rerun.world_size = 4;
+  CreatedWriter refused = RecordWriter::create({dir.path(), "run", rank_log_file_name(2)}, rerun);
+  EXPECT_FALSE(refused.writer);
+  EXPECT_NE(refused.error.find("holds the logs of an earlier job of 2 ranks (this one has 4)"), std::string::npos)
+      << refused.error;
+  EXPECT_NE(refused.error.find("DETNCCL_RUN"), std::string::npos) << refused.error;
+  EXPECT_FALSE(fs::exists(dir.path() + "/run/" + rank_log_file_name(2))) << "nothing added to the earlier run";
+
+  // A rank of the same world size is another rank of that job (started late, say): it joins.
+  LogHeader same_world = make_header(1);
+  same_world.world_size = 2;
+  EXPECT_TRUE(RecordWriter::create({dir.path(), "run", rank_log_file_name(1)}, same_world).writer);
+  // A rank-0 log created after this process started may be of this very job (its world size as its launcher said):
+  // nothing is concluded from it.
+  LogHeader recent = make_header(0);
+  recent.world_size = 2;
+  recent.start_time_ns = now_ns();
+  CreatedWriter recent_0 = RecordWriter::create({dir.path(), "recent", rank_log_file_name(0)}, recent);
+  ASSERT_TRUE(recent_0.writer) << recent_0.error;
+  recent_0.writer->close();
+  EXPECT_TRUE(RecordWriter::create({dir.path(), "recent", rank_log_file_name(3)}, rerun).writer);
+  // Without a world size in either header nothing is concluded either.
+  LogHeader unknown = rerun;
+  unknown.world_size = 0;
+  EXPECT_TRUE(RecordWriter::create({dir.path(), "run", rank_log_file_name(5)}, unknown).writer);
+}
+
 TEST(RecordWriter, SymlinksAreNeverFollowed) {
   TempDir dir;
   const std::string elsewhere = dir.path() + "/elsewhere";
