@@ -181,12 +181,13 @@ int local_rank_device() {
   return (*end == '\0' && value >= 0 && value <= INT_MAX) ? static_cast<int>(value) : 0;
 }
 
-// The queries (ncclCommCount, ncclCommUserRank, ncclCommCuDevice) on a communicator that is not ready yet: NCCL's
-// ncclCommEnsureReady warns and returns ncclInvalidArgument while the communicator's async error says ncclInProgress
-// (a non-blocking init, or a non-blocking group, still running), and returns the error of a failed init. An init
-// inside a group has not run before the outermost ncclGroupEnd: NCCL would hand out fields it has not filled in yet;
-// hostnccl refuses that query too, so that a caller asking too early is caught. Like NCCL's, these failures never
-// fail the caller's group.
+// What the queries (ncclCommCount, ncclCommUserRank, ncclCommCuDevice) answer besides their value, as NCCL 2.28's
+// ncclCommEnsureReady decides (src/init.cc): while the communicator's async error says ncclInProgress (a non-blocking
+// init or group still running) it warns and returns ncclInvalidArgument; any other async error (a failed init, or a
+// failure after the communicator was ready: a peer that died, a timeout) is returned as it is, without a message, so
+// a failed communicator answers no query. An init inside a group has not run before the outermost ncclGroupEnd: NCCL
+// would hand out fields it has not filled in yet; hostnccl refuses that query too, so that a caller asking too early
+// is caught. Like NCCL's, these failures never fail the caller's group.
 ncclResult_t check_ready_for_query(const Comm* comm, const char* call) {
   const ncclResult_t state = comm->async_error.load();
   if (state == ncclInProgress) {
@@ -194,12 +195,8 @@ ncclResult_t check_ready_for_query(const Comm* comm, const char* call) {
                    ": Attempt to use communicator before the previous operation returned ncclSuccess");
     return ncclInvalidArgument;
   }
+  if (state != ncclSuccess) return state;
   if (comm->ready) return ncclSuccess;  // read only once the async error is settled (the init's thread wrote it)
-  if (state != ncclSuccess) {
-    set_last_error(std::string("hostnccl: ") + call + ": the communicator's creation failed (" +
-                   ncclGetErrorString(state) + ")");
-    return state;
-  }
   set_last_error(std::string("hostnccl: ") + call +
                  ": Attempt to use communicator before it was created (an init inside a group is created at the "
                  "outermost ncclGroupEnd)");

@@ -310,7 +310,6 @@ class SplitOp final : public Op {
   }
   const char* name() const override { return "ncclCommSplit"; }
   bool creates_communicator() const override { return true; }
-  bool stays_blocking() const override { return true; }
 
   ncclResult_t advance(bool* progressed) override {
     if (!exchange_->done()) {
@@ -325,7 +324,9 @@ class SplitOp final : public Op {
     }
     if (const ncclResult_t result = child_init_->advance(progressed); result != ncclSuccess) return result;
     if (child_init_->done()) {
-      *newcomm_ = child_.release();
+      // Written with release semantics: on a non-blocking parent this thread is the background one, and the caller
+      // reads *newcomm once the parent's async error (stored after this) says the split is over.
+      __atomic_store_n(newcomm_, child_.release(), __ATOMIC_RELEASE);
       done_ = true;
     }
     return ncclSuccess;

@@ -34,9 +34,6 @@ class Op {
   virtual void on_failure() {}
   /* True for init and split. */
   virtual bool creates_communicator() const { return false; }
-  /* True for split, which stays a blocking call even on non-blocking communicators (its child exists only once the
-   * ranks have exchanged their colors; NCCL may block there too). A non-blocking init runs in the background. */
-  virtual bool stays_blocking() const { return false; }
 
   /* The communicator whose ranks the op is waiting for (the split's child once the parent's part is done). */
   virtual const Comm* waited_comm() const { return comm_; }
@@ -72,8 +69,9 @@ std::unique_ptr<Op> make_init_op(Comm* comm);
 std::unique_ptr<Op> make_coll_op(Comm* comm, const CollArgs& args);
 
 /* ncclCommSplit: exchanges (color, key) over the parent, then creates and initialises the child communicator and
- * stores it (or null for NCCL_SPLIT_NOCOLOR) in *newcomm when done. The child is blocking as the parent is, unless
- * `child_blocking` is 0 or 1 (the split's own ncclConfig_t.blocking; -1: not given). */
+ * stores it (or null for NCCL_SPLIT_NOCOLOR) in *newcomm when done, as NCCL's init job does: at the outermost
+ * ncclGroupEnd inside a group, on the background thread for a non-blocking parent. The child is blocking as the
+ * parent is, unless `child_blocking` is 0 or 1 (the split's own ncclConfig_t.blocking; -1: not given). */
 std::unique_ptr<Op> make_split_op(Comm* parent, int color, int key, Comm** newcomm, int child_blocking);
 
 /* Point-to-point: `bytes` bytes to / from `peer`. */

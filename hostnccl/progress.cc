@@ -118,16 +118,17 @@ ncclResult_t drive_holding_communicators(std::vector<std::unique_ptr<Op>>& ops) 
 // non-blocking ones goes to a background thread (RATIONALE: real NCCL progresses those on its own threads too).
 // A non-blocking communicator's init (ncclCommInitRankConfig with blocking = 0, alone or in a group of such inits)
 // runs in the background too, as NCCL's does: the call returns ncclInProgress and the communicator can be used (or
-// queried) once ncclCommGetAsyncError says ncclSuccess. A split stays blocking; so does a group mixing the creation of
-// blocking and non-blocking communicators (as before: NCCL refuses such a group).
+// queried) once ncclCommGetAsyncError says ncclSuccess. So does a split, whose mode is its parent's (NCCL launches the
+// split's job on the parent: src/group.cc, ncclAsyncLaunch): the child appears in *newcomm when the parent's async
+// error leaves ncclInProgress. A group mixing the creation of blocking and non-blocking communicators stays blocking
+// (as before: NCCL refuses such a group).
 ncclResult_t run_group(std::vector<std::unique_ptr<Op>> ops) {
-  bool any_blocking = false, any_non_blocking = false, creates = false, stays_blocking = false;
+  bool any_blocking = false, any_non_blocking = false, creates = false;
   for (const auto& op : ops) {
     (op->comm()->config.blocking ? any_blocking : any_non_blocking) = true;
     creates = creates || op->creates_communicator();
-    stays_blocking = stays_blocking || op->stays_blocking();
   }
-  if (!any_non_blocking || stays_blocking || (creates && any_blocking)) return drive_holding_communicators(ops);
+  if (!any_non_blocking || (creates && any_blocking)) return drive_holding_communicators(ops);
   if (any_blocking) {
     set_last_error("hostnccl: ncclGroupEnd: a group may not mix blocking and non-blocking communicators");
     drop_unstarted(ops, ncclInvalidUsage);

@@ -66,8 +66,14 @@ struct PreMulSumScalar {
 // created inside a group (NCCL creates it at the outermost ncclGroupEnd). NCCL answers ncclCommCount / UserRank /
 // CuDevice only once it is ready (before that, NCCL 2.28 warns, sets its last error and returns ncclInvalidArgument),
 // so its record waits until then (see resolve_communicator).
+// A split's (or shrink's) child is not even known by its handle then: NCCL 2.28 stores the handle in the caller's
+// *newcomm only when its init job ends (ncclCommInitRankFunc, src/init.cc), at the outermost ncclGroupEnd or, for a
+// non-blocking parent, on NCCL's thread before the parent's async error leaves ncclInProgress. Until the shim reads
+// it there (see adopt_late_handle), `comm` is null and `late_handle` says where to look.
 struct PendingCommunicator {
   ncclComm_t comm = nullptr;
+  ncclComm_t* late_handle = nullptr;  // the caller's *newcomm while `comm` is not known yet
+  ncclComm_t parent = nullptr;        // a split's or shrink's parent (its async error says when the child is there)
   std::unique_ptr<Communicator> communicator;  // id and derivation count already; size and rank once ready
   records::CommunicatorRecord record;          // everything but the ordinal, size, rank and device
   std::uint64_t open_group = 0;  // the creating thread's group while it is open (NCCL creates the communicator at
@@ -636,6 +642,7 @@ void record_communicator(Process& process, ncclComm_t comm, std::unique_ptr<Comm
 
 // The pending communicator `comm`, or end(). Caller holds process.mutex.
 std::vector<PendingCommunicator>::iterator find_pending(Process& process, ncclComm_t comm) {
+  if (comm == nullptr) return process.pending_communicators.end();  // not the children whose handle is still unknown
   return std::find_if(process.pending_communicators.begin(), process.pending_communicators.end(),
                       [comm](const PendingCommunicator& pending) { return pending.comm == comm; });
 }
@@ -690,6 +697,46 @@ bool resolve_communicator(Process& process, ncclComm_t comm, bool calling_on_it)
   return true;
 }
 
+// A child whose handle NCCL stores late: takes the handle from the caller's *newcomm if NCCL has stored it, and then
+// waits as any pending communicator does (a later resolve_communicator records it). Returns false when there is no
+// handle. RATIONALE: the caller's variable must stay valid until the split is over (NCCL stores into it then), so it is
+// read only at the ncclGroupEnd that ran the split, when the creating thread learns from ncclCommGetAsyncError that the
+// parent is settled, or when that thread has just used a handle the shim does not know (taken from the variable) —
+// never at some later moment, when the variable may be gone. Caller holds process.mutex.
+bool adopt_late_handle(PendingCommunicator& pending) {
+  const ncclComm_t handle = __atomic_load_n(pending.late_handle, __ATOMIC_ACQUIRE);  // NCCL's thread may store it
+  if (handle == nullptr) return false;
+  pending.comm = handle;
+  pending.late_handle = nullptr;
+  return true;
+}
+
+// Takes the handles NCCL has stored for this thread's splits that concern `comm`. When `comm_settled`
+// (ncclCommGetAsyncError just told this thread that `comm` is no longer ncclInProgress), the children of splits made
+// on `comm` are there now, or will never be (the split failed). A `comm` the shim does not know may be such a child
+// itself, its handle just read by the job (it polls the child, or calls on it, perhaps before NCCL has settled the
+// parent): it is looked for among the handles stored so far.
+void adopt_late_children(Process& process, ncclComm_t comm, bool comm_settled) {
+  const std::lock_guard<std::mutex> lock(process.mutex);
+  const bool known = find_pending(process, comm) != process.pending_communicators.end() ||
+                     process.communicators.find(comm) != process.communicators.end();
+  for (auto at = process.pending_communicators.begin(); at != process.pending_communicators.end();) {
+    if (at->late_handle == nullptr || at->open_group != 0 || pthread_equal(at->creator, pthread_self()) == 0) {
+      ++at;
+    } else if (at->parent == comm && comm_settled) {
+      if (adopt_late_handle(*at)) {
+        ++at;
+      } else {
+        at = process.pending_communicators.erase(at);  // the split is over without a child: nothing to record
+      }
+    } else {
+      if (!known && __atomic_load_n(at->late_handle, __ATOMIC_ACQUIRE) == comm) adopt_late_handle(*at);
+      ++at;
+    }
+  }
+  process.pending_count.store(process.pending_communicators.size(), std::memory_order_relaxed);
+}
+
 // Records the communicators this thread created that NCCL has finished creating since, oldest first (so that their
 // records come before those of communicators created after them, whenever NCCL lets us know in time).
 void resolve_pending_of_this_thread(Process& process) {
@@ -698,16 +745,21 @@ void resolve_pending_of_this_thread(Process& process) {
   {
     const std::lock_guard<std::mutex> lock(process.mutex);
     for (const PendingCommunicator& pending : process.pending_communicators) {
-      if (pending.open_group == 0 && pthread_equal(pending.creator, pthread_self()) != 0) mine.push_back(pending.comm);
+      if (pending.comm != nullptr && pending.open_group == 0 && pthread_equal(pending.creator, pthread_self()) != 0) {
+        mine.push_back(pending.comm);
+      }
     }
   }
   for (ncclComm_t comm : mine) resolve_communicator(process, comm, false);
 }
 
 // A call on a communicator that is not recorded: one still pending is recorded now if NCCL has finished creating it
-// (the job must wait for that before its first call). Returns the communicator, or nullptr when the call cannot be
-// traced (warned once when the communicator is still being created).
+// (the job must wait for that before its first call), and so is the child of a split whose handle NCCL stored late
+// (the job may not have polled for it: a blocking child of a non-blocking parent). Returns the communicator, or
+// nullptr when the call cannot be traced (warned once when the communicator is still being created).
 Communicator* find_pending_for_call(Process& process, CommunicatorCache& cache, ncclComm_t comm) {
+  if (resolve_communicator(process, comm, true)) return find_communicator_for_call(process, cache, comm);
+  adopt_late_children(process, comm, false);
   if (resolve_communicator(process, comm, true)) return find_communicator_for_call(process, cache, comm);
   bool still_pending = false;
   {
@@ -753,7 +805,7 @@ void on_communicator_created(ncclComm_t comm, const CommunicatorOrigin& origin) 
       }
       if (parent != nullptr) derivation = parent->derivations.fetch_add(1);
     }
-    if (comm == nullptr) return;
+    if (comm == nullptr && origin.late_handle == nullptr) return;
 
     auto created = std::make_unique<Communicator>();
     bool id_is_shared = true;
@@ -772,6 +824,8 @@ void on_communicator_created(ncclComm_t comm, const CommunicatorOrigin& origin) 
 
     PendingCommunicator pending;
     pending.comm = comm;
+    pending.late_handle = comm == nullptr ? origin.late_handle : nullptr;
+    pending.parent = origin.parent;
     pending.record.id = created->id;
     pending.record.origin = origin.origin;
     if (parent != nullptr) {
@@ -796,8 +850,9 @@ void on_communicator_created(ncclComm_t comm, const CommunicatorOrigin& origin) 
       process->pending_count.store(process->pending_communicators.size(), std::memory_order_relaxed);
     }
     // A blocking creation outside a group has finished: recorded now. One that returned ncclInProgress is recorded
-    // once NCCL says it is ready (at the first call on it, or at this thread's next creation or group end).
-    if (!origin.in_progress) resolve_communicator(*process, comm, false);
+    // once NCCL says it is ready (at the first call on it, or at this thread's next creation or group end); a child
+    // whose handle NCCL stores late, once the handle is there (close_group_of_pending, on_async_error_polled).
+    if (!origin.in_progress && comm != nullptr) resolve_communicator(*process, comm, false);
   } catch (const std::exception& error) {
     stop_tracing_with_warning("cannot record a communicator", error.what());
   }
@@ -811,6 +866,11 @@ void on_communicator_destroyed(ncclComm_t comm) noexcept {
   if (const auto pending = find_pending(*process, comm); pending != process->pending_communicators.end()) {
     erase_pending(*process, pending);
   }
+  // Children of `comm` whose handle was never read: the job's variable cannot be trusted any more.
+  std::erase_if(process->pending_communicators, [comm](const PendingCommunicator& pending) {
+    return comm != nullptr && pending.late_handle != nullptr && pending.parent == comm;
+  });
+  process->pending_count.store(process->pending_communicators.size(), std::memory_order_relaxed);
   communicators_changed(*process);
   process->premulsum.erase(process->premulsum.lower_bound({comm, INT32_MIN}),
                            process->premulsum.upper_bound({comm, INT32_MAX}));
@@ -824,8 +884,9 @@ void on_group_start() noexcept {
 namespace {
 
 // At the outermost ncclGroupEnd of this thread: NCCL has created the communicators made inside the group (or failed
-// to, and said so); those that are ready are recorded now, before the records of the group's calls. A non-blocking
-// group (ncclInProgress) leaves them pending until NCCL says they are ready.
+// to, and said so), and stored the handles of the splits' children; those that are ready are recorded now, before the
+// records of the group's calls. A non-blocking group (ncclInProgress) leaves them pending until NCCL says they are
+// ready (a split's child: until this thread polls the parent's async error, see on_async_error_polled).
 void close_group_of_pending(Process& process, std::uint64_t group_id, ncclResult_t group_result) noexcept {
   try {
     {
@@ -833,6 +894,8 @@ void close_group_of_pending(Process& process, std::uint64_t group_id, ncclResult
       for (auto at = process.pending_communicators.begin(); at != process.pending_communicators.end();) {
         if (at->open_group != group_id) {
           ++at;
+        } else if (at->late_handle != nullptr && !adopt_late_handle(*at) && group_result != ncclInProgress) {
+          at = process.pending_communicators.erase(at);  // a blocking group that stored no child: nothing to record
         } else if (group_result == ncclSuccess || group_result == ncclInProgress) {
           at->open_group = 0;
           ++at;
@@ -868,6 +931,20 @@ void on_group_end(ncclResult_t group_result) noexcept {
   // allocating it again (it keeps room for the largest group the thread has made).
   pending.clear();
   if (group.pending.empty()) group.pending.swap(pending);
+}
+
+void on_async_error_polled(ncclComm_t comm, ncclResult_t state) noexcept {
+  Process* process = g_process;
+  if (process == nullptr || state == ncclInProgress || comm == nullptr ||
+      process->pending_count.load(std::memory_order_relaxed) == 0) {
+    return;
+  }
+  try {
+    adopt_late_children(*process, comm, true);
+    resolve_pending_of_this_thread(*process);
+  } catch (const std::exception& error) {
+    stop_tracing_with_warning("cannot record a communicator", error.what());
+  }
 }
 
 void on_premulsum_created(ncclRedOp_t op, const void* scalar, ncclDataType_t datatype, ncclScalarResidence_t residence,

@@ -28,6 +28,9 @@ struct CommunicatorOrigin {
   std::int32_t key = records::kNotSplit;
   std::uint64_t shared_id = 0;  // InitAll: an id already computed for all the communicators of the call
   bool in_progress = false;     // the creating call returned ncclInProgress (a non-blocking communicator)
+  // Split, Shrink that returned before NCCL created the child (inside a group, or ncclInProgress on a non-blocking
+  // parent): the caller's *newcomm, still null, where NCCL stores the child's handle once it exists.
+  ncclComm_t* late_handle = nullptr;
 };
 
 // After a communicator-creating call returned: records `comm` (nullptr when this rank got none, e.g. a split with
@@ -36,7 +39,14 @@ struct CommunicatorOrigin {
 // non-blocking one whose creation returned ncclInProgress, or one created inside a group (at its outermost
 // ncclGroupEnd), is recorded once it is ready — at that ncclGroupEnd, or at the first call made on it, when
 // ncclCommGetAsyncError no longer says ncclInProgress — and always before any record of a call on it.
+// A split's child made inside a group or on a non-blocking parent has no handle yet (`comm` is nullptr and
+// origin.late_handle is set): NCCL stores it at the outermost ncclGroupEnd, or before the parent's async error leaves
+// ncclInProgress; the child is recorded once the creating thread has seen either (or calls on the child).
 void on_communicator_created(ncclComm_t comm, const CommunicatorOrigin& origin) noexcept;
+
+// After ncclCommGetAsyncError answered `state` for `comm`: when it is settled, the children of this thread's splits
+// of `comm` that NCCL stores late are there now (or never will be) and are recorded.
+void on_async_error_polled(ncclComm_t comm, ncclResult_t state) noexcept;
 
 // Before ncclCommDestroy / ncclCommAbort: forget `comm` (its handle may be reused afterwards).
 void on_communicator_destroyed(ncclComm_t comm) noexcept;

@@ -1,5 +1,6 @@
 // detnccl shim: the exported wrappers of every NCCL entry point, generated from abi/nccl_api_table.h.
-// Communicator creation and destruction and the group calls are hand-written in wrappers_special.cc.
+// Communicator creation and destruction, the group calls and ncclCommGetAsyncError are hand-written in
+// wrappers_special.cc.
 #include "abi/nccl_abi.h"
 #include "interpose/real_nccl.h"
 #include "interpose/shim_state.h"
@@ -32,5 +33,18 @@
 #define DETNCCL_WRAP_destroy DETNCCL_WRAP_SPECIAL
 #define DETNCCL_WRAP_group DETNCCL_WRAP_SPECIAL
 
-#define DETNCCL_WRAP(ret, name, params, args, kind, need) DETNCCL_WRAP_##kind(ret, name, params, args)
+// One query is hand-written too: ncclCommGetAsyncError, where the tracer learns that a non-blocking split is over.
+// DETNCCL_HAND_WRITTEN_<name> marks it (the probe idiom: the macro expands to "~, 1," so that DETNCCL_SECOND picks 1
+// for it and 0 for every other name).
+#define DETNCCL_HAND_WRITTEN_ncclCommGetAsyncError ~, 1,
+#define DETNCCL_SECOND_I(first, second, ...) second
+#define DETNCCL_SECOND(...) DETNCCL_SECOND_I(__VA_ARGS__)
+#define DETNCCL_IS_HAND_WRITTEN(name) DETNCCL_SECOND(DETNCCL_HAND_WRITTEN_##name, 0, 0)
+#define DETNCCL_CAT_I(a, b) a##b
+#define DETNCCL_CAT(a, b) DETNCCL_CAT_I(a, b)
+#define DETNCCL_WRAP_OF_1(kind) DETNCCL_WRAP_SPECIAL
+#define DETNCCL_WRAP_OF_0(kind) DETNCCL_WRAP_##kind
+
+#define DETNCCL_WRAP(ret, name, params, args, kind, need) \
+  DETNCCL_CAT(DETNCCL_WRAP_OF_, DETNCCL_IS_HAND_WRITTEN(name))(kind)(ret, name, params, args)
 DETNCCL_NCCL_API(DETNCCL_WRAP)

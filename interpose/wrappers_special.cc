@@ -1,5 +1,6 @@
-// detnccl shim: the hand-written wrappers — communicator creation and destruction, group brackets and custom
-// reduction operators: the calls where the shim learns about communicators, groups and PreMulSum scalars.
+// detnccl shim: the hand-written wrappers — communicator creation and destruction, group brackets, custom reduction
+// operators and ncclCommGetAsyncError: the calls where the shim learns about communicators (a split's child included,
+// whose handle NCCL may store only once the split is over), groups and PreMulSum scalars.
 #include <cstdint>
 #include <ctime>
 #include <span>
@@ -22,6 +23,15 @@ using detnccl::records::CommOrigin;
 
 // Creation calls that can have made a communicator (a non-blocking one reports ncclInProgress).
 bool created(ncclResult_t result) { return result == ncclSuccess || result == ncclInProgress; }
+
+// The child a split or shrink stored in *newcomm so far. One that returned before NCCL created the child (inside a
+// group, or ncclInProgress on a non-blocking parent) left it null: NCCL 2.28 stores the handle only when the child's
+// init ends, on NCCL's thread for a non-blocking parent (so it is read atomically), and *late_handle says where.
+ncclComm_t child_so_far(ncclComm_t* newcomm, bool gets_child, ncclComm_t** late_handle) {
+  const ncclComm_t child = newcomm != nullptr ? __atomic_load_n(newcomm, __ATOMIC_ACQUIRE) : nullptr;
+  *late_handle = child == nullptr && gets_child ? newcomm : nullptr;
+  return child;
+}
 
 void record_initialized(ncclComm_t* comm, ncclResult_t result, CommOrigin origin, const ncclUniqueId* id) {
   if (shim_active() && created(result) && comm != nullptr) {
@@ -100,11 +110,10 @@ DETNCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, n
     how.color = color;
     how.key = key;
     how.in_progress = result == ncclInProgress;
-    if (newcomm != nullptr) {
-      detnccl::interpose::note_communicator_clique(*newcomm, static_cast<std::uint64_t>(color) + 1, comm);
-    }
+    const ncclComm_t child = child_so_far(newcomm, color != NCCL_SPLIT_NOCOLOR, &how.late_handle);
+    detnccl::interpose::note_communicator_clique(child, static_cast<std::uint64_t>(color) + 1, comm);
     // A rank that passed NCCL_SPLIT_NOCOLOR gets no communicator, but the parent's derivation count still advances.
-    on_communicator_created(newcomm != nullptr ? *newcomm : nullptr, how);
+    on_communicator_created(child, how);
   }
   return result;
 }
@@ -125,8 +134,9 @@ DETNCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksLis
     how.parent = comm;
     how.color = static_cast<std::int64_t>(excluded & 0x7fffffff);
     how.in_progress = result == ncclInProgress;
-    if (newcomm != nullptr) detnccl::interpose::note_communicator_clique(*newcomm, excluded + 1, comm);
-    on_communicator_created(newcomm != nullptr ? *newcomm : nullptr, how);
+    const ncclComm_t child = child_so_far(newcomm, true, &how.late_handle);
+    detnccl::interpose::note_communicator_clique(child, excluded + 1, comm);
+    on_communicator_created(child, how);
   }
   return result;
 }
@@ -155,6 +165,15 @@ DETNCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
 
 DETNCCL_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   return DETNCCL_REAL(ncclCommRevoke)(comm, revokeFlags);
+}
+
+// Polling is how a job learns that NCCL has finished a non-blocking split: the tracer then reads the child's handle.
+DETNCCL_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  const ncclResult_t result = DETNCCL_REAL(ncclCommGetAsyncError)(comm, asyncError);
+  if (shim_active() && result == ncclSuccess && asyncError != nullptr) {
+    detnccl::interpose::on_async_error_polled(comm, *asyncError);
+  }
+  return result;
 }
 
 DETNCCL_EXPORT ncclResult_t ncclGroupStart() {

@@ -32,6 +32,8 @@ if(TARGET hostnccl AND TARGET hostnccl-run)
   target_link_libraries(trace_threads_job PRIVATE detnccl_abi detnccl_options hostnccl Threads::Threads)
   add_executable(api_tour_job api_tour_job.cc)
   target_link_libraries(api_tour_job PRIVATE detnccl_abi detnccl_options detnccl_bootstrap hostnccl)
+  add_executable(late_split_job late_split_job.cc)
+  target_link_libraries(late_split_job PRIVATE detnccl_abi detnccl_options detnccl_bootstrap hostnccl)
   add_library(simulate_end_stub SHARED simulate_end_stub.cc)
   target_link_libraries(simulate_end_stub PRIVATE detnccl_abi ${CMAKE_DL_LIBS})
   add_executable(test_shim_trace test_shim_trace.cc)
@@ -40,12 +42,12 @@ if(TARGET hostnccl AND TARGET hostnccl-run)
   target_compile_definitions(test_shim_trace PRIVATE
     DETNCCL_SHIM_PATH="$<TARGET_FILE:detnccl>" DETNCCL_TRACE_JOB="$<TARGET_FILE:trace_job>"
     DETNCCL_LAUNCHER="$<TARGET_FILE:hostnccl-run>" DETNCCL_THREADS_JOB="$<TARGET_FILE:trace_threads_job>"
-    DETNCCL_API_TOUR_JOB="$<TARGET_FILE:api_tour_job>"
+    DETNCCL_API_TOUR_JOB="$<TARGET_FILE:api_tour_job>" DETNCCL_LATE_SPLIT_JOB="$<TARGET_FILE:late_split_job>"
     DETNCCL_HOSTNCCL_LIBRARY="$<TARGET_FILE:hostnccl>" DETNCCL_STEP_HELPER_JOB="${CMAKE_CURRENT_SOURCE_DIR}/step_helper_job.py"
     DETNCCL_PYTHON_HELPER_DIR="${PROJECT_SOURCE_DIR}/interpose/python")
   target_compile_definitions(test_shim_trace PRIVATE DETNCCL_SIMULATE_END_STUB="$<TARGET_FILE:simulate_end_stub>")
-  add_dependencies(test_shim_trace detnccl trace_job trace_threads_job api_tour_job hostnccl-run detnccl-cli
-                   simulate_end_stub)
+  add_dependencies(test_shim_trace detnccl trace_job trace_threads_job api_tour_job late_split_job hostnccl-run
+                   detnccl-cli simulate_end_stub)
   target_compile_definitions(test_shim_trace PRIVATE DETNCCL_CLI="$<TARGET_FILE:detnccl-cli>")
   gtest_discover_tests(test_shim_trace DISCOVERY_TIMEOUT 30
                        PROPERTIES TIMEOUT 300 RESOURCE_LOCK hostnccl_shm FIXTURES_REQUIRED hostnccl_suite)

@@ -22,7 +22,8 @@ namespace {
 using namespace hostnccl_test;
 
 // Survivors of a peer killed while they wait in a collective (or a group of receives) get an error; afterwards the
-// communicator reports the error and can still be destroyed.
+// communicator reports the error, answers no query (NCCL 2.28's ncclCommEnsureReady returns the async error to
+// ncclCommCount, ncclCommCuDevice and ncclCommUserRank, without a message of its own) and can still be destroyed.
 void expect_failure_after_peer_death(bool point_to_point) {
   ScopedEnv env{{"HOSTNCCL_TIMEOUT_S", "3"}};
   constexpr int kRanks = 4, kVictim = 2;
@@ -48,7 +49,15 @@ void expect_failure_after_peer_death(bool point_to_point) {
                        static_cast<int>(outcome), ncclGetLastError(R.comm));
         ncclResult_t async = ncclSuccess;
         R.check.ok(ncclCommGetAsyncError(R.comm, &async), "ncclCommGetAsyncError");
-        R.check.expect(async != ncclSuccess, "the communicator reports the error");
+        R.check.expect(async == ncclRemoteError, "the communicator reports %d", static_cast<int>(async));
+        const std::string why = ncclGetLastError(R.comm);
+        int count = -1, device = -1, user_rank = -1;
+        R.check.expect(ncclCommCount(R.comm, &count) == async, "ncclCommCount on the failed communicator");
+        R.check.expect(ncclCommCuDevice(R.comm, &device) == async, "ncclCommCuDevice on the failed communicator");
+        R.check.expect(ncclCommUserRank(R.comm, &user_rank) == async, "ncclCommUserRank on the failed communicator");
+        R.check.expect(count == -1 && device == -1 && user_rank == -1, "a refused query wrote its output");
+        R.check.expect(why == ncclGetLastError(R.comm), "a refused query changed the last error: %s",
+                       ncclGetLastError(R.comm));
       },
       60);
   for (int r = 0; r < kRanks; ++r) {

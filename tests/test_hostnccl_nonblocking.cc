@@ -1,6 +1,7 @@
-// hostnccl's non-blocking communicators (ncclConfig_t.blocking = 0): the init and calls return ncclInProgress, the
-// operations complete on a background thread, ncclCommGetAsyncError reports ncclInProgress until then and the group's
-// result after; a call made before completion is refused; a group may not mix blocking and non-blocking communicators.
+// hostnccl's non-blocking communicators (ncclConfig_t.blocking = 0): the init, the calls and the splits return
+// ncclInProgress, the operations complete on a background thread, ncclCommGetAsyncError reports ncclInProgress until
+// then and the group's result after; a call made before completion is refused; a group may not mix blocking and
+// non-blocking communicators.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -210,13 +211,17 @@ TEST(HostncclNonBlocking, PeerDeathIsReportedThroughTheAsyncError) {
     // The background thread's explanation reaches the polling thread.
     const std::string why = ncclGetLastError(nullptr);
     check.expect(why.find("peer rank 1") != std::string::npos, "ncclGetLastError says: %s", why.c_str());
+    // The failed communicator answers no query: NCCL returns its async error.
+    int count = -1;
+    check.expect(ncclCommCount(comm, &count) == ncclRemoteError && count == -1, "ncclCommCount answered %d", count);
     ncclCommAbort(comm);
     return check.failures() == 0 ? 0 : 1;
   });
   EXPECT_TRUE(result.all_ok());
 }
 
-// A split's child is as blocking as its parent, unless the split's own config says otherwise (as in NCCL).
+// A split's child is as blocking as its parent, unless the split's own config says otherwise (as in NCCL). The split
+// itself is as blocking as its parent (NCCL launches its job on the parent), whatever the child's mode.
 TEST(HostncclNonBlocking, SplitChildTakesTheSplitsConfigElseItsParentsMode) {
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
@@ -226,10 +231,14 @@ TEST(HostncclNonBlocking, SplitChildTakesTheSplitsConfigElseItsParentsMode) {
   blocking_config.blocking = 1;
   ncclConfig_t unset_config = NCCL_CONFIG_INITIALIZER;  // blocking left NCCL_CONFIG_UNDEF_INT
   ncclComm_t inherited = nullptr, unset = nullptr, blocking = nullptr;
-  ASSERT_EQ(ncclCommSplit(parent, 0, 0, &inherited, nullptr), ncclSuccess);  // splits stay blocking calls
-  ASSERT_EQ(ncclCommSplit(parent, 0, 0, &unset, &unset_config), ncclSuccess);
-  ASSERT_EQ(ncclCommSplit(parent, 0, 0, &blocking, &blocking_config), ncclSuccess);
   RankCheck check(0);
+  ASSERT_EQ(ncclCommSplit(parent, 0, 0, &inherited, nullptr), ncclInProgress);
+  ASSERT_EQ(wait_for(parent, check), ncclSuccess);
+  ASSERT_EQ(ncclCommSplit(parent, 0, 0, &unset, &unset_config), ncclInProgress);
+  ASSERT_EQ(wait_for(parent, check), ncclSuccess);
+  ASSERT_EQ(ncclCommSplit(parent, 0, 0, &blocking, &blocking_config), ncclInProgress);
+  ASSERT_EQ(wait_for(parent, check), ncclSuccess);
+  ASSERT_TRUE(inherited != nullptr && unset != nullptr && blocking != nullptr);
   int value = 1;
   EXPECT_EQ(ncclAllReduce(&value, &value, 1, ncclInt32, ncclSum, inherited, nullptr), ncclInProgress);
   EXPECT_EQ(wait_for(inherited, check), ncclSuccess);
@@ -238,6 +247,83 @@ TEST(HostncclNonBlocking, SplitChildTakesTheSplitsConfigElseItsParentsMode) {
   EXPECT_EQ(ncclAllReduce(&value, &value, 1, ncclInt32, ncclSum, blocking, nullptr), ncclSuccess);
   EXPECT_EQ(check.failures(), 0);
   for (ncclComm_t comm : {blocking, unset, inherited, parent}) EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+}
+
+// A split of a non-blocking parent is non-blocking, as NCCL's (src/init.cc ncclCommSplit launches the child's init on
+// the parent; src/group.cc runs a non-blocking parent's group on a thread of its own): the call returns ncclInProgress
+// with *newcomm null, the parent's async error says ncclInProgress (its calls are refused) until the ranks have
+// exchanged their colors and created the child, and the child is in *newcomm once it says ncclSuccess. A rank that
+// passes NCCL_SPLIT_NOCOLOR takes part the same way and gets no child.
+TEST(HostncclNonBlocking, SplitOfANonBlockingParentReturnsInProgressAndHandsTheChildOverWhenDone) {
+  constexpr int kRanks = 3;
+  const auto result = fork_ranks(kRanks, [&](int rank, const ncclUniqueId& id) {
+    RankCheck check(rank);
+    ncclComm_t parent = nullptr;
+    if (!check.ok(init_non_blocking(&parent, kRanks, id, rank), "ncclCommInitRankConfig")) return 1;
+    // Rank 0's split cannot complete before rank 1 takes part, half a second later.
+    if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    ncclComm_t child = reinterpret_cast<ncclComm_t>(&check);  // not a communicator: the split must clear it
+    const int color = rank == 2 ? NCCL_SPLIT_NOCOLOR : 0;
+    const ncclResult_t issued = ncclCommSplit(parent, color, -rank, &child, nullptr);
+    check.expect(issued == ncclInProgress, "ncclCommSplit returned %d, expected ncclInProgress",
+                 static_cast<int>(issued));
+    if (rank == 0) {
+      // Read atomically: the background thread stores the child there once the split is over.
+      check.expect(__atomic_load_n(&child, __ATOMIC_ACQUIRE) == nullptr, "*newcomm is set before the split is over");
+      ncclResult_t state = ncclSuccess;
+      check.ok(ncclCommGetAsyncError(parent, &state), "ncclCommGetAsyncError");
+      check.expect(state == ncclInProgress, "the parent's async error is %d before rank 1 split",
+                   static_cast<int>(state));
+      float value = 1;
+      const ncclResult_t early = ncclAllReduce(&value, &value, 1, ncclFloat32, ncclSum, parent, nullptr);
+      check.expect(early != ncclSuccess && early != ncclInProgress, "a call on the parent during the split returned %d",
+                   static_cast<int>(early));
+    }
+    check.expect(wait_for(parent, check) == ncclSuccess, "the split did not complete");
+    if (rank == 2) {
+      check.expect(child == nullptr, "NCCL_SPLIT_NOCOLOR got a communicator");
+    } else if (check.expect(child != nullptr, "no child once the parent says ncclSuccess")) {
+      int count = -1, child_rank = -1;
+      check.ok(ncclCommCount(child, &count), "ncclCommCount");
+      check.ok(ncclCommUserRank(child, &child_rank), "ncclCommUserRank");
+      check.expect(count == 2 && child_rank == 1 - rank, "child: count %d rank %d (keys reversed)", count, child_rank);
+      float value = static_cast<float>(rank + 1);
+      check.expect(ncclAllReduce(&value, &value, 1, ncclFloat32, ncclSum, child, nullptr) == ncclInProgress,
+                   "the child is not non-blocking as its parent");
+      check.expect(wait_for(child, check) == ncclSuccess, "the child's AllReduce did not complete");
+      check.expect(value == 3.0f, "the child's AllReduce gave %g", static_cast<double>(value));
+      check.ok(ncclCommDestroy(child), "ncclCommDestroy (child)");
+    }
+    // The parent still works.
+    float value = 1;
+    check.expect(ncclAllReduce(&value, &value, 1, ncclFloat32, ncclSum, parent, nullptr) == ncclInProgress,
+                 "AllReduce on the parent");
+    check.expect(wait_for(parent, check) == ncclSuccess, "the parent's AllReduce did not complete");
+    check.expect(value == 3.0f, "the parent's AllReduce gave %g", static_cast<double>(value));
+    check.ok(ncclCommDestroy(parent), "ncclCommDestroy");
+    return check.failures() == 0 ? 0 : 1;
+  });
+  EXPECT_TRUE(result.all_ok());
+}
+
+// A split inside a group (of a blocking parent) hands its child over at the outermost ncclGroupEnd, as NCCL's does
+// (the child's init job stores it in *newcomm when it ends, and the group's jobs run at ncclGroupEnd).
+TEST(HostncclNonBlocking, SplitInsideAGroupHandsTheChildOverAtGroupEnd) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t parent = nullptr;
+  ASSERT_EQ(ncclCommInitRank(&parent, 1, id, 0), ncclSuccess);
+  ncclComm_t child = nullptr;
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  ASSERT_EQ(ncclCommSplit(parent, 0, 0, &child, nullptr), ncclSuccess);
+  EXPECT_EQ(child, nullptr);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  ASSERT_NE(child, nullptr);
+  int value = 5;
+  EXPECT_EQ(ncclAllReduce(&value, &value, 1, ncclInt32, ncclSum, child, nullptr), ncclSuccess);
+  EXPECT_EQ(value, 5);
+  EXPECT_EQ(ncclCommDestroy(child), ncclSuccess);
+  EXPECT_EQ(ncclCommDestroy(parent), ncclSuccess);
 }
 
 TEST(HostncclNonBlocking, GroupMixingBlockingAndNonBlockingCommunicatorsIsRefused) {

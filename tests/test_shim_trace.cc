@@ -536,6 +536,77 @@ TEST(ShimApiTour, SplitsPreMulSumAndQueriesAreRecordedFaithfully) {
   EXPECT_EQ(groups, (std::vector<std::vector<int>>{{0, 1, 2}, {0, 1, 2, 3}, {0, 1, 2, 3}, {0, 2}, {1, 3}}));
 }
 
+// A split whose child NCCL hands over late: inside a group (NCCL 2.28 stores the child in *newcomm at the outermost
+// ncclGroupEnd) or on a non-blocking parent (the split returns ncclInProgress; the child is stored before the parent's
+// async error leaves ncclInProgress). The shim records the child once it is there — when the job polls the parent, or
+// at the first call on the child — with its origin, parent, color, key, size and rank, and then the AllReduce the job
+// runs on it, with the fingerprints of its buffers.
+class ShimTraceLateSplit : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ShimTraceLateSplit, RecordsTheChildAndItsCalls) {
+  constexpr int kRanks = 4;
+  constexpr std::size_t kCount = 33;  // late_split_job's AllReduce: kCount floats, all rank + 1
+  TempDir dir;
+  const CommandResult job = run("env HOSTNCCL_TIMEOUT_S=20 DETNCCL_DIR=" + dir.path() +
+                                " DETNCCL_RUN=split " DETNCCL_LAUNCHER " -n 4 --timeout 120 -- env LD_PRELOAD=" +
+                                DETNCCL_SHIM_PATH " " DETNCCL_LATE_SPLIT_JOB " " + GetParam());
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_EQ(job.output.find("not traced"), std::string::npos) << job.output;
+  std::map<uint64_t, std::vector<int>> members_by_child_id;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    const RankLog log = read_log(rank_log(dir.path(), "split", rank));
+    ASSERT_EQ(log.communicators.size(), 2u) << "the world and the split's child";
+    const CommunicatorRecord& world = log.communicators[0];
+    const CommunicatorRecord& child = log.communicators[1];
+    EXPECT_EQ(world.origin, detnccl::records::CommOrigin::kInitRank);
+    EXPECT_EQ(child.origin, detnccl::records::CommOrigin::kSplit);
+    EXPECT_EQ(child.parent_ordinal, world.ordinal);
+    EXPECT_EQ(child.parent_id, world.id);
+    EXPECT_EQ(child.split_color, rank % 2);
+    EXPECT_EQ(child.split_key, rank);
+    EXPECT_EQ(child.nranks, 2u);
+    EXPECT_EQ(child.rank, static_cast<uint32_t>(rank / 2)) << "members in key order: {0, 2} and {1, 3}";
+    members_by_child_id[child.id].push_back(rank);
+    ASSERT_EQ(log.calls.size(), 1u) << "the AllReduce on the child";
+    const CallRecord& call = log.calls[0];
+    EXPECT_EQ(call.comm_ordinal, child.ordinal);
+    EXPECT_EQ(call.comm_seq, 0u);
+    EXPECT_EQ(call.op, detnccl::records::OpId::kAllReduce);
+    EXPECT_EQ(call.count, kCount);
+    EXPECT_EQ(call.result, 0);
+    const auto bytes_of = [](float value) {
+      std::vector<std::byte> bytes(kCount * sizeof(float));
+      for (std::size_t i = 0; i < kCount; ++i) std::memcpy(bytes.data() + i * sizeof(float), &value, sizeof value);
+      return bytes;
+    };
+    const float sum = rank % 2 == 0 ? 1.0f + 3.0f : 2.0f + 4.0f;
+    ASSERT_TRUE(call.flags & detnccl::records::kCallInputFingerprint);
+    ASSERT_TRUE(call.flags & detnccl::records::kCallOutputFingerprint);
+    EXPECT_EQ(call.input_fingerprint, fingerprint_of(bytes_of(static_cast<float>(rank + 1))));
+    EXPECT_EQ(call.output_fingerprint, fingerprint_of(bytes_of(sum)));
+    EXPECT_EQ(log.end, detnccl::records::LogEndKind::kClosed);
+  }
+  EXPECT_EQ(members_by_child_id.size(), 2u) << "one id per color, the same on its members";
+  for (const auto& [id, members] : members_by_child_id) EXPECT_EQ(members.size(), 2u) << "child " << id;
+  const CommandResult check = run(DETNCCL_CLI " check " + dir.path() + "/split");
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_NE(check.output.find("CONSISTENT"), std::string::npos) << check.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Split, ShimTraceLateSplit,
+                         ::testing::Values("--in-group", "--nonblocking", "--nonblocking --in-group",
+                                           "--nonblocking --wait-on-child"),
+                         [](const ::testing::TestParamInfo<const char*>& param) {
+                           const std::string how = param.param;
+                           if (how == "--in-group") return std::string("InsideAGroup");
+                           if (how == "--nonblocking") return std::string("OfANonBlockingParent");
+                           if (how == "--nonblocking --wait-on-child") {
+                             return std::string("OfANonBlockingParentFirstSeenAtACallOnTheChild");
+                           }
+                           return std::string("OfANonBlockingParentInsideAGroup");
+                         });
+
 TEST(ShimTrace, GroupSimulateEndClosesTheShimsGroupToo) {
   // NCCL's ncclGroupSimulateEnd ends the group (hostnccl lacks it: a stand-in preloaded after the shim does what NCCL
   // does). If the shim kept counting the group as open, every later call of the thread would be taken as inside it:
