@@ -505,6 +505,100 @@ TEST(TrainJob, HelpListsTheFlagsAndBadFlagsExit2) {
   EXPECT_EQ(run_train("--global-batch 255").exit_code, 2);       // not a multiple of 4 ranks
 }
 
+// Each bad value stops the program at parse time with status 2 and a message that names the flag and says what it
+// takes. Before these checks, NaN passed every range (training then failed with status 1), "-1" and values past
+// 2^64-1 became 2^64-1, an empty --resume-from meant "start from scratch", an out-of-range step number aborted, and
+// the messages for 0 printed DBL_MAX in full.
+TEST(TrainJob, BadValuesExit2AtParseTimeWithAReadableMessage) {
+  const struct {
+    const char* arguments;
+    const char* message;
+  } cases[] = {
+      {"--learning-rate nan", "--learning-rate: 'nan' is not a finite number greater than 0"},
+      {"--learning-rate inf", "--learning-rate: 'inf' is not a finite number greater than 0"},
+      {"--learning-rate 0", "--learning-rate: '0' is not a finite number greater than 0"},
+      {"--learning-rate 1e39", "--learning-rate: '1e39' is outside the range of a 32-bit float"},    // inf as a float
+      {"--learning-rate 1e-50", "--learning-rate: '1e-50' is outside the range of a 32-bit float"},  // 0 as a float
+      {"--momentum nan", "--momentum: 'nan' is not a number from 0 to 1"},
+      {"--momentum 1.5", "--momentum: '1.5' is not a number from 0 to 1"},
+      {"--momentum -inf", "--momentum: '-inf' is not a number from 0 to 1"},
+      {"--seed -1", "--seed: '-1' is not a whole number, 0 or more"},
+      {"--seed 18446744073709551616", "--seed: '18446744073709551616' is too large (at most 18446744073709551615)"},
+      {"--seed ''", "--seed: '' is not a whole number, 0 or more"},
+      {"--checkpoint-every -1", "--checkpoint-every: '-1' is not a whole number, 0 or more"},
+      {"--resume-from ''", "--resume-from: must not be empty"},
+      {"--resume-from 99999999999999999999", "--resume-from: step number '99999999999999999999' is too large"},
+      {"--checkpoint-dir ''", "--checkpoint-dir: must not be empty"},
+      {"--log-every 0", "--log-every: '0' is not a whole number greater than 0"},
+      {"--log-every 18446744073709551616", "--log-every: '18446744073709551616' is too large"},
+      {"--bucket-elements 0", "--bucket-elements: '0' is not a whole number greater than 0"},
+      {"--bucket-elements -1", "--bucket-elements: '-1' is not a whole number greater than 0"},
+      {"--steps 1.5", "--steps: '1.5' is not a whole number from 1 to 1073741824"},
+      {"--hidden 0", "--hidden: '0' is not a whole number from 1 to 16384"},
+      {"--global-batch -4", "--global-batch: '-4' is not a whole number from 1 to 1048576"},
+      {"--perturb-rank 0 --perturb-step -1", "--perturb-step: '-1' is not a whole number, 0 or more"},
+      {"--perturb-rank 0 --perturb-step 0 --perturb-element -1",
+       "--perturb-element: '-1' is not a whole number, 0 or more"},
+      {"--perturb-rank -1 --perturb-step 0", "--perturb-rank: '-1' is not a whole number, 0 or more"},
+  };
+  for (const auto& c : cases) {
+    const RunResult result =
+        run_train(std::string("--quiet --steps 2 ") + c.arguments, "HOSTNCCL_REDUCE_ORDER=rank", 1);
+    EXPECT_EQ(result.exit_code, 2) << c.arguments << "\n" << diagnostics(result);
+    EXPECT_NE(result.err.find(c.message), std::string::npos) << c.arguments << "\n" << result.err;
+    EXPECT_EQ(result.err.find("17976931348623157"), std::string::npos) << c.arguments << "\n" << result.err;
+    EXPECT_FALSE(summary_of(result).found) << c.arguments << ": trained\n" << result.out;
+  }
+}
+
+// The checks keep every legal value: the bounds themselves, and numbers are read in decimal (CLI11 alone reads
+// "010" as octal 8).
+TEST(TrainJob, BoundaryValuesAreAcceptedAndNumbersAreDecimal) {
+  const RunResult limits =
+      run_train("--quiet --steps 3 --seed 18446744073709551615 --momentum 0 --checkpoint-every 0", "", 1);
+  EXPECT_EQ(limits.exit_code, 0) << diagnostics(limits);
+  EXPECT_TRUE(summary_of(limits).found) << diagnostics(limits);
+  EXPECT_EQ(run_train("--quiet --steps 3 --momentum 1", "", 1).err.find("--momentum"), std::string::npos);
+
+  const RunResult decimal = run_train("--steps 010 --log-every 1", "", 1);
+  EXPECT_EQ(decimal.exit_code, 0) << diagnostics(decimal);
+  const auto losses = logged_losses(decimal);
+  EXPECT_EQ(losses.size(), 10u) << decimal.out;
+  EXPECT_NE(decimal.out.find("over 10 steps"), std::string::npos) << decimal.out;
+}
+
+// A checkpoint directory that cannot be created or written stops the job before it trains, with status 2 and the
+// reason; before, the job trained and then failed with status 1 at its first checkpoint.
+TEST(TrainJob, UnusableCheckpointDirStopsTheJobBeforeItTrains) {
+  const TemporaryDirectory dir;
+  const std::string file = dir / "file";
+  std::ofstream(file) << "not a directory";
+  const struct {
+    std::string directory;
+    std::string message;
+  } cases[] = {
+      // No new directories in /proc, even for root.
+      {"/proc/x", "train: cannot create --checkpoint-dir /proc/x: "},
+      {file, "train: cannot create --checkpoint-dir " + file + ": "},
+      {file + "/sub", "train: cannot create --checkpoint-dir " + file + "/sub: "},
+      // It exists, but takes no new files.
+      {"/proc", "train: cannot write in --checkpoint-dir /proc: "},
+  };
+  for (const auto& c : cases) {
+    const RunResult result = run_train("--steps 4 --checkpoint-every 2 --checkpoint-dir " + c.directory);
+    EXPECT_EQ(result.exit_code, 2) << c.directory << "\n" << diagnostics(result);
+    EXPECT_NE(result.err.find(c.message), std::string::npos) << result.err;
+    EXPECT_TRUE(logged_losses(result).empty()) << c.directory << ": trained\n" << result.out;
+  }
+  // Without --checkpoint-every the directory is not needed, so it is neither made nor checked.
+  const RunResult unused = run_train("--quiet --steps 4 --checkpoint-dir /proc/x");
+  EXPECT_EQ(unused.exit_code, 0) << diagnostics(unused);
+  // A missing directory, nested, is created.
+  const RunResult nested = run_train("--quiet --steps 4 --checkpoint-every 2 --checkpoint-dir " + (dir / "a/b"));
+  EXPECT_EQ(nested.exit_code, 0) << diagnostics(nested);
+  EXPECT_TRUE(fs::exists(dir / "a/b/step-00000004.ckpt"));
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Under the shim: what `detnccl diff` will see
 

@@ -9,7 +9,10 @@
 //
 // See docs/train-example.md for the flags, the model and the checkpoint format.
 #include <dlfcn.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -19,6 +22,8 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <system_error>
+#include <type_traits>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -82,13 +87,41 @@ std::uint64_t extend_trajectory(std::uint64_t trajectory, std::span<const float>
   return detnccl::hash::fingerprint(fields, sizeof fields);
 }
 
-// --resume-from takes a file, or a step number meaning that step's checkpoint in --checkpoint-dir.
+// Whether --resume-from's value is a step number rather than a file.
+bool is_step_number(const std::string& value) {
+  return !value.empty() && value.find_first_not_of("0123456789") == std::string::npos;
+}
+
+// --resume-from takes a file, or a step number meaning that step's checkpoint in --checkpoint-dir (the command line
+// check has made sure that the number fits).
 std::string resolve_checkpoint_path(const Options& options) {
   const std::string& value = options.resume_from;
-  if (!value.empty() && value.find_first_not_of("0123456789") == std::string::npos) {
-    return (std::filesystem::path(options.checkpoint_dir) / train::checkpoint_file_name(std::stoull(value))).string();
+  if (is_step_number(value)) {
+    std::uint64_t step = 0;
+    std::from_chars(value.data(), value.data() + value.size(), step);
+    return (std::filesystem::path(options.checkpoint_dir) / train::checkpoint_file_name(step)).string();
   }
   return value;
+}
+
+// Creates the checkpoint directory if missing and checks that a file can be created in it, so that a run that
+// could not write its checkpoints stops before it trains instead of at its first checkpoint. Empty when it can;
+// otherwise why not.
+std::string prepare_checkpoint_directory(const std::string& directory) {
+  std::error_code error;
+  std::filesystem::create_directories(directory, error);
+  if (error) return std::string("cannot create --checkpoint-dir ") + directory + ": " + error.message();
+  if (!std::filesystem::is_directory(directory, error)) {
+    return std::string("--checkpoint-dir ") + directory + " is not a directory";
+  }
+  // RATIONALE: a probe file, not access(2): it also catches what permission bits do not tell (root on a file
+  // system that refuses new files, such as /proc), and it is what write_checkpoint will do.
+  std::string probe = (std::filesystem::path(directory) / ".train-write-check.XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) return std::string("cannot write in --checkpoint-dir ") + directory + ": " + std::strerror(errno);
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return {};
 }
 
 // Empty when the checkpoint can continue this run; otherwise why not.
@@ -129,38 +162,126 @@ struct StartState {
   std::vector<float> velocity;
 };
 
+// Command-line checks. RATIONALE: CLI11's own conversions let bad values through: unsigned options go through
+// strtoull, which wraps "-1" to 2^64-1, saturates values past 2^64-1 and reads "010" as octal; floats accept "nan"
+// (every comparison with it is false, so no range rejects it), and values such as 1e39 that become inf as a float;
+// an empty string is a valid string. Its ranges also print their bounds with %f, which turns DBL_MAX into 309
+// digits. These checks run before CLI11 converts the value and rewrite it canonically, so the value CLI11 then
+// converts is exactly the one checked.
+
+// A whole number in decimal digits, from `min` to `max`.
+template <typename T>
+CLI::Validator whole_number(T min, T max) {
+  static_assert(std::is_integral_v<T>);
+  const bool bounded = max != std::numeric_limits<T>::max();
+  const std::string description = bounded ? "a whole number from " + std::to_string(min) + " to " + std::to_string(max)
+                                  : min == 0 ? std::string("a whole number, 0 or more")
+                                  : min == 1 ? std::string("a whole number greater than 0")
+                                             : "a whole number, at least " + std::to_string(min);
+  return CLI::Validator(
+      [min, max, description](std::string& input) {
+        T value{};
+        const char* const end = input.data() + input.size();
+        const auto [stop, error] = std::from_chars(input.data(), end, value);
+        const bool negative = !input.empty() && input[0] == '-';
+        if (error == std::errc::result_out_of_range && !negative && stop == end) {
+          return "'" + input + "' is too large (at most " + std::to_string(max) + ")";
+        }
+        if (error != std::errc() || stop != end || value < min) return "'" + input + "' is not " + description;
+        if (value > max) return "'" + input + "' is too large (at most " + std::to_string(max) + ")";
+        input = std::to_string(value);
+        return std::string();
+      },
+      description);
+}
+
+// A number from `min` to `max` that a float holds, greater than `min` unless `min_allowed`.
+CLI::Validator float_number(float min, float max, bool min_allowed, const std::string& description) {
+  return CLI::Validator(
+      [min, max, min_allowed, description](std::string& input) {
+        float value = 0;
+        const char* const end = input.data() + input.size();
+        const auto [stop, error] = std::from_chars(input.data(), end, value);
+        if (error == std::errc::result_out_of_range && stop == end) {
+          return "'" + input + "' is outside the range of a 32-bit float; it must be " + description;
+        }
+        if (error != std::errc() || stop != end || !std::isfinite(value) || value < min || value > max ||
+            (value == min && !min_allowed)) {
+          return "'" + input + "' is not " + description;
+        }
+        char canonical[32];
+        std::snprintf(canonical, sizeof canonical, "%.9g", static_cast<double>(value));  // round-trips a float
+        input = canonical;
+        return std::string();
+      },
+      description);
+}
+
+// A string that is not empty.
+CLI::Validator not_empty() {
+  return CLI::Validator(
+      [](std::string& input) { return input.empty() ? std::string("must not be empty") : std::string(); }, "");
+}
+
+// --resume-from: a file, or a step number that fits in 64 bits.
+CLI::Validator checkpoint_or_step() {
+  return CLI::Validator(
+      [](std::string& input) {
+        if (input.empty()) return std::string("must not be empty: give a checkpoint file or a step number");
+        std::uint64_t step = 0;
+        if (is_step_number(input) &&
+            std::from_chars(input.data(), input.data() + input.size(), step).ec != std::errc()) {
+          return "step number '" + input + "' is too large (at most " +
+                 std::to_string(std::numeric_limits<std::uint64_t>::max()) + ")";
+        }
+        return std::string();
+      },
+      "");
+}
+
 // Parses the command line into *options; returns -1 to go on, else the exit status (0 after --help).
 int parse_command_line(int argc, char** argv, Options* options) {
   CLI::App app{"Data-parallel training of a small MLP over the NCCL API (run it under hostnccl-run)", "train"};
   app.option_defaults()->always_capture_default();
-  app.add_option("--steps", options->steps, "Steps to train (step numbers 0 .. N-1)")->check(CLI::Range(1, 1 << 30));
+  constexpr std::uint64_t kMost64 = std::numeric_limits<std::uint64_t>::max();
+  app.add_option("--steps", options->steps, "Steps to train (step numbers 0 .. N-1)")
+      ->transform(whole_number<std::uint64_t>(1, 1 << 30));
   app.add_option("--checkpoint-every", options->checkpoint_every,
-                 "Write a checkpoint after every K steps (rank 0; 0: never)");
-  app.add_option("--checkpoint-dir", options->checkpoint_dir, "Directory of the checkpoints (created if missing)");
+                 "Write a checkpoint after every K steps (rank 0; 0: never)")
+      ->transform(whole_number<std::uint64_t>(0, kMost64));
+  app.add_option("--checkpoint-dir", options->checkpoint_dir, "Directory of the checkpoints (created if missing)")
+      ->transform(not_empty());
   app.add_option("--resume-from", options->resume_from,
                  "Continue from a checkpoint: a file, or a step number K meaning --checkpoint-dir/" +
-                     train::checkpoint_file_name(0).replace(5, 8, "<K, 8 digits>"));
+                     train::checkpoint_file_name(0).replace(5, 8, "<K, 8 digits>"))
+      ->transform(checkpoint_or_step());
   auto* perturb_rank = app.add_option("--perturb-rank", options->perturb_rank,
-                                      "Rank whose gradient gets a one-ulp perturbation (with --perturb-step)");
+                                      "Rank whose gradient gets a one-ulp perturbation (with --perturb-step)")
+                           ->transform(whole_number<int>(0, std::numeric_limits<int>::max()));
   auto* perturb_step = app.add_option("--perturb-step", options->perturb_step,
-                                      "Step at which the perturbation is added, before the gradient AllReduce");
+                                      "Step at which the perturbation is added, before the gradient AllReduce")
+                           ->transform(whole_number<std::uint64_t>(0, kMost64));
   app.add_option(
-      "--perturb-element", options->perturb_element,
-      "Element of the flat gradient to perturb (default: the largest on that rank whose change no summation order "
-      "rounds away)");
+         "--perturb-element", options->perturb_element,
+         "Element of the flat gradient to perturb (default: the largest on that rank whose change no summation order "
+         "rounds away)")
+      ->transform(whole_number<std::uint64_t>(0, kMost64));
   perturb_rank->needs(perturb_step);
   perturb_step->needs(perturb_rank);
   app.add_flag("--quiet", options->quiet, "Print only the final summary line");
   app.add_option("--log-every", options->log_every, "Print the loss every N steps (rank 0)")
-      ->check(CLI::PositiveNumber);
+      ->transform(whole_number<std::uint64_t>(1, kMost64));
   app.add_option("--bucket-elements", options->bucket_elements, "Floats per gradient AllReduce bucket")
-      ->check(CLI::PositiveNumber);
+      ->transform(whole_number<std::uint64_t>(1, kMost64));
   app.add_option("--global-batch", options->global_batch, "Samples per step over all ranks (a multiple of the ranks)")
-      ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--hidden", options->hidden, "Hidden units of the MLP")->check(CLI::Range(1, 1 << 14));
-  app.add_option("--learning-rate", options->learning_rate, "SGD learning rate")->check(CLI::PositiveNumber);
-  app.add_option("--momentum", options->momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
-  app.add_option("--seed", options->seed, "Seed of the data and of the initial weights");
+      ->transform(whole_number<std::uint32_t>(1, 1 << 20));
+  app.add_option("--hidden", options->hidden, "Hidden units of the MLP")->transform(whole_number<int>(1, 1 << 14));
+  app.add_option("--learning-rate", options->learning_rate, "SGD learning rate")
+      ->transform(float_number(0.0f, std::numeric_limits<float>::max(), false, "a finite number greater than 0"));
+  app.add_option("--momentum", options->momentum, "SGD momentum")
+      ->transform(float_number(0.0f, 1.0f, true, "a number from 0 to 1"));
+  app.add_option("--seed", options->seed, "Seed of the data and of the initial weights")
+      ->transform(whole_number<std::uint64_t>(0, kMost64));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& help) {
@@ -246,9 +367,13 @@ int main(int argc, char** argv) {
                               : std::vector<float>(parameter_count, std::numeric_limits<float>::quiet_NaN());
     start.velocity.assign(parameter_count, 0.0f);
   }
+  // Only rank 0 writes checkpoints, so only it needs the directory; if it stops here, hostnccl-run stops the
+  // others (they are still waiting for its unique id) and exits with its status.
   if (options.checkpoint_every > 0 && leader) {
-    std::error_code ignored;
-    std::filesystem::create_directories(options.checkpoint_dir, ignored);
+    if (const std::string why = prepare_checkpoint_directory(options.checkpoint_dir); !why.empty()) {
+      std::fprintf(stderr, "train: %s\n", why.c_str());
+      return kExitUsage;
+    }
   }
 
   ncclUniqueId id;
