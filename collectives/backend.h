@@ -53,6 +53,15 @@ bool device_allocate(std::size_t bytes, void** pointer, std::string* error);
 void device_free(void* pointer);
 bool stream_is_capturing(cudaStream_t stream, bool* capturing, std::string* error);
 
+/* Stream order between calls of one communicator made on different streams (Workspace keeps the event). NCCL orders
+ * a communicator's operations whatever their streams; deterministic mode's kernels share the communicator's scratch,
+ * so a call on another stream than the last one first waits for the last one's end. Each returns false with *error
+ * set on failure or without CUDA. */
+bool device_event_create(void** event, std::string* error);
+void device_event_destroy(void* event);
+bool device_event_record(void* event, cudaStream_t stream, std::string* error);
+bool device_stream_wait(cudaStream_t stream, void* event, std::string* error);
+
 }  // namespace detnccl::collectives
 
 #endif  // DETNCCL_COLLECTIVES_BACKEND_H

@@ -155,13 +155,14 @@ ncclResult_t run(const Call& call) {
   std::string error;
   std::unique_ptr<Backend> backend;
   unsigned char* scratch = nullptr;
+  bool ordered = false;  // device work outside capture: its end is marked for a later call on another stream
   if (ctx.buffers_on_device) {
     backend = make_device_backend(spec, ctx.stream, &error);
     if (backend == nullptr)
       return fail(call.report, ncclInvalidUsage, "deterministic mode on device buffers: " + error);
+    bool capturing = false;
+    if (!stream_is_capturing(ctx.stream, &capturing, &error)) return fail(call.report, ncclUnhandledCudaError, error);
     if (call.workspace.device_bytes() < scratch_bytes) {
-      bool capturing = false;
-      if (!stream_is_capturing(ctx.stream, &capturing, &error)) return fail(call.report, ncclUnhandledCudaError, error);
       if (capturing) {
         return fail(call.report, ncclInvalidUsage,
                     "deterministic " + std::string(collective_name(call.collective)) + " needs " +
@@ -175,6 +176,12 @@ ncclResult_t run(const Call& call) {
       }
     }
     scratch = static_cast<unsigned char*>(call.workspace.device_scratch());
+    if (!capturing) {
+      if (call.workspace.order_after_last_call(ctx.stream, &error) != ncclSuccess) {
+        return fail(call.report, ncclUnhandledCudaError, "deterministic mode: " + error);
+      }
+      ordered = true;
+    }
   } else {
     backend = make_host_backend(spec);
     scratch = static_cast<unsigned char*>(call.workspace.host_scratch(scratch_bytes));
@@ -189,6 +196,14 @@ ncclResult_t run(const Call& call) {
   auto* recv = static_cast<unsigned char*>(call.recv);
   std::size_t chunks = 0;
   const std::size_t step = call.collective == Collective::kReduceScatter ? unit : unit * n;
+  // Whatever the call enqueued, a later call on another stream waits for it (also after a failure).
+  struct MarkEnd {
+    Workspace* workspace;
+    cudaStream_t stream;
+    ~MarkEnd() {
+      if (workspace != nullptr) (void)workspace->mark_end_of_call(stream, nullptr);
+    }
+  } mark_end{ordered ? &call.workspace : nullptr, ctx.stream};
   for (std::size_t first = 0; first < call.count; first += step) {
     Chunk chunk;
     chunk.nblocks = ctx.nranks;
@@ -274,6 +289,21 @@ ncclResult_t Exchange::run() {
 Workspace::~Workspace() {
   std::free(host_);
   if (device_ != nullptr) device_free(device_);
+  if (end_event_ != nullptr) device_event_destroy(end_event_);
+}
+
+ncclResult_t Workspace::order_after_last_call(cudaStream_t stream, std::string* error) {
+  if (!end_recorded_ || end_stream_ == stream) return ncclSuccess;
+  return device_stream_wait(stream, end_event_, error) ? ncclSuccess : ncclUnhandledCudaError;
+}
+
+ncclResult_t Workspace::mark_end_of_call(cudaStream_t stream, std::string* error) {
+  if (end_event_ == nullptr && !device_event_create(&end_event_, error)) return ncclUnhandledCudaError;
+  // RATIONALE: a failed record leaves no mark: a later call on another stream then has nothing to wait for, which is
+  // what it would have without this ordering (the error shows at the job's next CUDA call anyway).
+  end_recorded_ = device_event_record(end_event_, stream, error);
+  end_stream_ = stream;
+  return end_recorded_ ? ncclSuccess : ncclUnhandledCudaError;
 }
 
 void* Workspace::host_scratch(std::size_t bytes) {

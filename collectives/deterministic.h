@@ -53,7 +53,7 @@ enum class Algorithm : std::uint8_t {
   // The numbers are recorded in logs (CallFields::algorithm, docs/log-format.md): never renumber or reuse one.
   kAuto = 0,        // chosen per call by select_algorithm()
   kMixedRadix = 1,  // mixed-radix reduce-scatter + allgather: ring bandwidth for every n, sum(p_i - 1) messages
-  kOneShot = 2,     // every rank sends its contribution straight to the ranks that need it: one round, for small messages
+  kOneShot = 2,  // every rank sends its contribution straight to the ranks that need it: one round, for small messages
 };
 
 /* How narrow floats (fp16, bf16, fp8) are accumulated (DETNCCL_ACCUMULATE). */
@@ -184,11 +184,21 @@ class Workspace {
   /* Internal: the device scratch and its size (nullptr, 0 before prepare_device). */
   void* device_scratch() const noexcept { return device_; }
 
+  /* Internal: stream order between device calls (backend.h). Before a call's first work on `stream`: when the last
+   * call ran on another stream, `stream` waits for its end (NCCL orders a communicator's operations whatever their
+   * streams, and every call uses this scratch). After the call's last work: marks its end. Not while `stream` is
+   * being captured into a CUDA graph (the graph's launches are ordered by the stream they are launched on). */
+  ncclResult_t order_after_last_call(cudaStream_t stream, std::string* error);
+  ncclResult_t mark_end_of_call(cudaStream_t stream, std::string* error);
+
  private:
   void* host_ = nullptr;
   std::size_t host_bytes_ = 0;
   void* device_ = nullptr;
   std::size_t device_bytes_ = 0;
+  void* end_event_ = nullptr;          // recorded at the end of the last device call outside capture
+  cudaStream_t end_stream_ = nullptr;  // that call's stream
+  bool end_recorded_ = false;
 };
 
 /* Where and how a call runs. */

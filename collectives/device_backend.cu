@@ -244,6 +244,35 @@ void device_free(void* pointer) {
   cudaFree(pointer);
 }
 
+bool device_event_create(void** event, std::string* error) {
+  const RelaxedCaptureMode relaxed;
+  cudaEvent_t created = nullptr;
+  const cudaError_t status = cudaEventCreateWithFlags(&created, cudaEventDisableTiming);
+  *event = created;
+  if (status == cudaSuccess) return true;
+  if (error != nullptr) *error = std::string("cudaEventCreate failed: ") + cudaGetErrorString(status);
+  return false;
+}
+
+void device_event_destroy(void* event) {
+  const RelaxedCaptureMode relaxed;
+  cudaEventDestroy(static_cast<cudaEvent_t>(event));
+}
+
+bool device_event_record(void* event, cudaStream_t stream, std::string* error) {
+  const cudaError_t status = cudaEventRecord(static_cast<cudaEvent_t>(event), stream);
+  if (status == cudaSuccess) return true;
+  if (error != nullptr) *error = std::string("cudaEventRecord failed: ") + cudaGetErrorString(status);
+  return false;
+}
+
+bool device_stream_wait(cudaStream_t stream, void* event, std::string* error) {
+  const cudaError_t status = cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(event), 0);
+  if (status == cudaSuccess) return true;
+  if (error != nullptr) *error = std::string("cudaStreamWaitEvent failed: ") + cudaGetErrorString(status);
+  return false;
+}
+
 bool stream_is_capturing(cudaStream_t stream, bool* capturing, std::string* error) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   const cudaError_t result = cudaStreamIsCapturing(stream, &status);

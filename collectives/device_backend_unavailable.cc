@@ -25,4 +25,22 @@ bool stream_is_capturing(cudaStream_t, bool* capturing, std::string* error) {
   return false;
 }
 
+bool device_event_create(void** event, std::string* error) {
+  *event = nullptr;
+  if (error != nullptr) *error = kNoCuda;
+  return false;
+}
+
+void device_event_destroy(void*) {}
+
+bool device_event_record(void*, cudaStream_t, std::string* error) {
+  if (error != nullptr) *error = kNoCuda;
+  return false;
+}
+
+bool device_stream_wait(cudaStream_t, void*, std::string* error) {
+  if (error != nullptr) *error = kNoCuda;
+  return false;
+}
+
 }  // namespace detnccl::collectives

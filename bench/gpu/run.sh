@@ -174,6 +174,16 @@ part_nccl() {
   # main returns right after its last AllReduce is enqueued: the shim's exit drain must still record every call with
   # its fingerprints, whatever the CUDA runtime's own exit handlers do.
   traced_calls_row "return from main after the last call: records complete" exit exit
+  # Deterministic AllReduces of one communicator on two streams: ordered as NCCL orders them (shared scratch).
+  label="deterministic, one communicator, two streams: outputs exact"
+  local streams_out
+  if streams_out="$(with_nccl "${nccl_dir}" LD_PRELOAD="${shim}" DETNCCL_DETERMINISTIC=1 DETNCCL_ACCUMULATE=fp32 -- \
+      "${job}" streams --memory "${memory}")"; then
+    row "nccl: ${label}" "ok" "$(grep '^streams:' <<<"${streams_out}" | cut -c10-)"
+  else
+    echo "${streams_out}"
+    row "nccl: ${label}" "FAIL" "$(grep '^streams:' <<<"${streams_out}" | cut -c10-) (see the part's file)"
+  fi
 
   if [ "${dry_run}" -eq 1 ]; then
     row "nccl: CUDA graph, traced AllReduce" "skip" "dry run (needs a GPU)"

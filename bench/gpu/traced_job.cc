@@ -12,6 +12,10 @@
 //       synchronisation, no ncclCommDestroy, buffers never freed (cudaFree would wait for the device). The shim's
 //       exit drain must still record every call with both fingerprints, which the CUDA runtime's own exit handlers
 //       must not cut short. FILE as for calls (one rank: every output equals its input).
+//   gpu_traced_job streams --memory host|device
+//       one single-rank communicator, 16 bf16 AllReduces alternating between two streams without synchronisation
+//       (run with DETNCCL_DETERMINISTIC=1 DETNCCL_ACCUMULATE=fp32: deterministic mode must order them as NCCL does);
+//       every output must equal its input.
 //   gpu_traced_job graph  --memory device
 //       captures an AllReduce in a CUDA graph (traced, or deterministic when DETNCCL_DETERMINISTIC=1 is set), then
 //       replays it; checks that every replay completes and leaves the expected values.
@@ -37,6 +41,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -279,6 +284,41 @@ int run_calls() {
   }
   ncclCommDestroy(comm);
   std::printf("calls: %llu calls issued, %d failures\n", static_cast<unsigned long long>(seq), g_failures);
+  return g_failures == 0 ? 0 : 1;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// streams: AllReduces of one communicator alternating between two streams, with no synchronisation between them.
+// NCCL orders a communicator's operations whatever their streams; under DETNCCL_DETERMINISTIC=1 with
+// DETNCCL_ACCUMULATE=fp32 every call also uses the communicator's scratch, so deterministic mode must order them
+// too. One rank: each output must equal its input exactly (bf16 -> fp32 -> bf16).
+int run_streams() {
+  ncclComm_t comm = single_rank_comm();
+  const cudaStream_t streams[2] = {make_stream(), make_stream()};
+  constexpr int kCalls = 16;
+  constexpr std::size_t kCount = std::size_t{4} << 20;  // bf16 elements: 8 MiB per buffer
+  constexpr std::size_t kBytes = kCount * 2;
+  std::vector<std::unique_ptr<Buffer>> sends, recvs;
+  std::vector<std::vector<std::uint8_t>> inputs;
+  for (int k = 0; k < kCalls; ++k) {
+    const std::vector<std::uint8_t> floats = random_floats(kCount * 4, static_cast<std::uint64_t>(k) + 7);
+    std::vector<std::uint8_t> bf16(kBytes);
+    for (std::size_t i = 0; i < kCount; ++i) std::memcpy(&bf16[i * 2], &floats[i * 4 + 2], 2);  // the upper halves
+    sends.push_back(std::make_unique<Buffer>(kBytes));
+    recvs.push_back(std::make_unique<Buffer>(kBytes));
+    sends.back()->upload(bf16);
+    inputs.push_back(std::move(bf16));
+  }
+  for (int k = 0; k < kCalls; ++k) {
+    nccl(ncclAllReduce(sends[k]->data(), recvs[k]->data(), kCount, ncclBfloat16, ncclSum, comm, streams[k % 2]),
+         "AllReduce on stream " + std::to_string(k % 2));
+  }
+  for (const cudaStream_t stream : streams) synchronize(stream);
+  int wrong = 0;
+  for (int k = 0; k < kCalls; ++k) wrong += recvs[k]->download() == inputs[k] ? 0 : 1;
+  std::printf("streams: %d AllReduces on 2 streams, %d with a wrong output\n", kCalls, wrong);
+  if (wrong != 0) fail(std::to_string(wrong) + " outputs differ from their inputs");
+  ncclCommDestroy(comm);
   return g_failures == 0 ? 0 : 1;
 }
 
@@ -557,7 +597,7 @@ int run_ranks() {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s calls|exit|graph|time|ranks [--name value | --flag]...\n", argv[0]);
+    std::fprintf(stderr, "usage: %s calls|exit|streams|graph|time|ranks [--name value | --flag]...\n", argv[0]);
     return 2;
   }
   const std::string mode = argv[1];
@@ -579,6 +619,7 @@ int main(int argc, char** argv) {
   g_device = memory == "device";
   if (mode == "calls") return run_calls();
   if (mode == "exit") return run_exit();
+  if (mode == "streams") return run_streams();
   if (mode == "graph") return run_graph();
   if (mode == "time") return run_time();
   if (mode == "ranks") return run_ranks();
