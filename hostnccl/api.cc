@@ -42,9 +42,10 @@ ncclResult_t check_comm(const Comm* comm, const char* call) {
   if (!comm_is_valid(comm))
     return fail(ncclInvalidArgument, std::string(call) + ": comm is not a hostnccl communicator");
   if (const ncclResult_t error = comm->async_error.load(); error == ncclInProgress) {
-    return fail(ncclInvalidUsage, std::string(call) +
-                                      ": the non-blocking communicator's previous operation is still in progress: "
-                                      "poll ncclCommGetAsyncError until it returns ncclSuccess first");
+    // As NCCL's ncclCommEnsureReady (every enqueue checks it): ncclInvalidArgument.
+    return fail(ncclInvalidArgument, std::string(call) +
+                                         ": Attempt to use communicator before the previous operation returned "
+                                         "ncclSuccess (poll ncclCommGetAsyncError until it does)");
   } else if (error != ncclSuccess) {
     return fail(error, std::string(call) + ": the communicator failed earlier (" + ncclGetErrorString(error) + ")");
   }

@@ -73,8 +73,8 @@ TEST(HostncclNonBlocking, InitReturnsInProgressAndQueriesFailUntilItCompletes) {
       check.expect(ncclCommCuDevice(comm, &device) == ncclInvalidArgument, "ncclCommCuDevice answered early");
       check.expect(count == -1 && user_rank == -1 && device == -1, "a refused query wrote its output");
       float value = 1;
-      check.expect(ncclAllReduce(&value, &value, 1, ncclFloat32, ncclSum, comm, nullptr) == ncclInvalidUsage,
-                   "a call during the init was not refused");
+      check.expect(ncclAllReduce(&value, &value, 1, ncclFloat32, ncclSum, comm, nullptr) == ncclInvalidArgument,
+                   "a call during the init was not refused as NCCL refuses it");
     }
     check.expect(wait_for(comm, check) == ncclSuccess, "the init did not complete");
     int count = -1, user_rank = -1;
@@ -178,7 +178,8 @@ TEST(HostncclNonBlocking, CallBeforeCompletionIsRefusedAndTheCommunicatorStaysUs
     if (rank == 0) {
       float other = 1;
       const ncclResult_t early = ncclAllReduce(&other, &other, 1, ncclFloat32, ncclSum, comm, nullptr);
-      check.expect(early == ncclInvalidUsage, "a call during ncclInProgress returned %d, expected ncclInvalidUsage",
+      check.expect(early == ncclInvalidArgument,
+                   "a call during ncclInProgress returned %d, expected ncclInvalidArgument (ncclCommEnsureReady)",
                    static_cast<int>(early));
     }
     check.expect(wait_for(comm, check) == ncclSuccess, "the first AllReduce did not complete");
