@@ -1,9 +1,10 @@
 #include "hostnccl/config.h"
 
 #include <cerrno>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
+
+#include "hostnccl/timeout_setting.h"
 
 namespace hostnccl {
 namespace {
@@ -30,15 +31,9 @@ bool read_bytes(const char* name, std::size_t* out, std::string* error) {
 
 ncclResult_t read_config(Config* config, std::string* error) {
   *config = Config{};
-  if (const char* text = std::getenv("HOSTNCCL_TIMEOUT_S"); text != nullptr && *text != '\0') {
-    char* end = nullptr;
-    const double value = std::strtod(text, &end);
-    if (*end != '\0' || !std::isfinite(value) || value < 0) {
-      *error = std::string("hostnccl: HOSTNCCL_TIMEOUT_S='") + text +
-               "' is not valid: use a number of seconds >= 0 (0 waits forever)";
-      return ncclInvalidArgument;
-    }
-    config->timeout_s = value;
+  if (!read_timeout_seconds(&config->timeout_s, error)) {
+    error->insert(0, "hostnccl: ");
+    return ncclInvalidArgument;
   }
   if (const char* text = std::getenv("HOSTNCCL_REDUCE_ORDER"); text != nullptr && *text != '\0') {
     if (std::strcmp(text, "arrival") == 0) {

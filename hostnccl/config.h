@@ -1,6 +1,7 @@
 /* hostnccl: the environment variables that tune hostnccl, parsed once per communicator creation.
  *
- *   HOSTNCCL_TIMEOUT_S     seconds a call may wait without any progress before failing (default 60; 0 = never)
+ *   HOSTNCCL_TIMEOUT_S     seconds a call may wait without any progress before failing (default 60; 0 = never;
+ *                          timeout_setting.h, shared with hostnccl-run's bootstrap helper)
  *   HOSTNCCL_REDUCE_ORDER  "arrival" (default): contributions are added in the order ranks arrive;
  *                          "rank": in rank order 0..n-1, reproducible from run to run
  *   HOSTNCCL_SLOT_BYTES    staging slot per rank for collectives (default 4 MiB, at least 4096)
@@ -15,13 +16,14 @@
 #include <string>
 
 #include "abi/nccl_abi.h"
+#include "hostnccl/timeout_setting.h"
 
 namespace hostnccl {
 
 enum class ReduceOrder : int { kArrival = 0, kRank = 1 };
 
 struct Config {
-  double timeout_s = 60.0;
+  double timeout_s = kDefaultTimeoutSeconds;  // 0: wait forever
   // ncclConfig_t.blocking (not an environment setting): 0 makes calls return ncclInProgress and complete on a
   // background thread (progress.h). A split's child takes its own config's value, else its parent's.
   bool blocking = true;

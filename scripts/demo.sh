@@ -8,30 +8,54 @@
 #   4. a run resumed from a checkpoint: identical to the run that never stopped, from the resume step on.
 # Every claim is checked, not just printed: the script exits non-zero if one does not hold.
 #   scripts/demo.sh [--no-build] [--build-dir DIR] [--keep]
+#     --build-dir DIR  build into DIR (configured with preset $PRESET, default release, unless it already is a build
+#                      tree) and run its binaries, instead of build/$PRESET
+#     --no-build       build nothing: run the binaries already in the build directory
+#     --keep           keep the traces (the directory is printed at the end)
 set -euo pipefail
-cd "$(dirname "$0")/.."
 
+usage() { sed -n '2,/^[^#]/{s/^# \{0,1\}//p}' "$0"; }
 preset="${PRESET:-release}"
-build_dir="build/$preset"
+build_dir=""  # empty: the preset's own, build/$preset
 do_build=1
 keep=0
 while (($#)); do
   case "$1" in
     --no-build) do_build=0 ;;
-    --build-dir) build_dir="$2"; shift ;;
+    --build-dir)
+      if (($# < 2)) || [[ -z "$2" || "$2" == -* ]]; then
+        echo "demo.sh: --build-dir needs a directory (try --help)" >&2; exit 2
+      fi
+      build_dir="$(realpath -m -- "$2")"  # relative to where the script was started from
+      shift ;;
     --keep) keep=1 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) usage; exit 0 ;;
     *) echo "demo.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
   shift
 done
+cd "$(dirname "$0")/.."
 
+targets=(hostnccl-run train detnccl detnccl-cli)
 if ((do_build)); then
   ./scripts/install-deps.sh >/dev/null
-  echo "== building (preset '$preset'; the first build takes several minutes on 2 cores)"
-  cmake --preset "$preset" >/dev/null
-  cmake --build --preset "$preset" -j "$(nproc)" --target hostnccl-run train detnccl detnccl-cli >/dev/null
+  if [[ -z "$build_dir" ]]; then
+    echo "== building (preset '$preset'; the first build takes several minutes on 2 cores)"
+    cmake --preset "$preset" >/dev/null
+    cmake --build --preset "$preset" -j "$(nproc)" --target "${targets[@]}" >/dev/null
+  else
+    # RATIONALE: an existing build tree keeps its own configuration (build type, options); reconfiguring it with the
+    # preset would silently change it. A new directory gets the preset's.
+    if [[ -f "$build_dir/CMakeCache.txt" ]]; then
+      echo "== building in $build_dir (as it is configured)"
+    else
+      echo "== building in $build_dir (preset '$preset'; the first build takes several minutes on 2 cores)"
+      cmake --preset "$preset" -B "$build_dir" >/dev/null
+    fi
+    cmake --build "$build_dir" -j "$(nproc)" --target "${targets[@]}" >/dev/null
+  fi
 fi
+[[ -n "$build_dir" ]] || build_dir="build/$preset"
 
 [[ -d "$build_dir" ]] || { echo "demo.sh: no build directory $build_dir (build first, or pass --build-dir)" >&2; exit 2; }
 build_dir="$(cd "$build_dir" && pwd)"

@@ -25,11 +25,16 @@ if [[ -n "$leftover" && "$(echo "$leftover" | wc -l)" -gt "$shm_before" ]]; then
   echo "$leftover" >&2
   status=1
 fi
-stray="$(pgrep -f "build/$preset/(tests|hostnccl|bench)/" || true)"
+# RATIONALE: only this checkout's processes: a pattern without the absolute path would also match (and kill) the
+# tests of other checkouts running on the same machine. pgrep takes an extended regex, so the path's
+# special characters are escaped, and it must start an argument or follow '=' or ':' (LD_PRELOAD=..., PATH lists).
+build_root="$(pwd -P)/build/$preset"
+ours="(^|[[:space:]=:])$(printf '%s' "$build_root" | sed 's/[][\.*^$+?(){}|]/\\&/g')/(tests|hostnccl|bench)/"
+stray="$(pgrep -f -- "$ours" || true)"
 if [[ -n "$stray" ]]; then
   echo "FAIL: test processes still running after the suite: $stray" >&2
   ps -o pid,args -p $stray >&2 || true
-  pkill -KILL -f "build/$preset/(tests|hostnccl|bench)/" || true
+  pkill -KILL -f -- "$ours" || true
   status=1
 fi
 exit "$status"

@@ -2,7 +2,9 @@
 add_executable(test_launcher test_launcher.cc)
 target_link_libraries(test_launcher PRIVATE hostnccl_launcher_core detnccl_bootstrap detnccl_options
                                             GTest::gtest_main)
-target_compile_definitions(test_launcher PRIVATE HOSTNCCL_RUN_PATH="$<TARGET_FILE:hostnccl-run>")
+# The scripts' tests copy scripts/demo.sh and scripts/test.sh from the source tree.
+target_compile_definitions(test_launcher PRIVATE HOSTNCCL_RUN_PATH="$<TARGET_FILE:hostnccl-run>"
+                                                 DETNCCL_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 add_dependencies(test_launcher hostnccl-run)
 
 # An NCCL job over hostnccl for the launcher to run, once the hostnccl library exists.

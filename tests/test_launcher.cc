@@ -1,18 +1,24 @@
-// Tests of hostnccl-run (run as a real binary on small shell jobs and, when hostnccl is built, on an NCCL job),
-// of its line prefixing, of its removal of the shared memory a job left, and of the unique-id bootstrap helper.
+// Tests of hostnccl-run (run as a real binary on small shell jobs and, when hostnccl is built, on an NCCL job; its
+// fork-exec window through launch_ranks' test hook), of its line prefixing, of its removal of the shared memory a job
+// left, of the unique-id bootstrap helper, and of the scripts that drive the launcher's jobs (scripts/demo.sh,
+// scripts/test.sh) on a fake checkout with fake cmake and ctest.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -25,7 +31,9 @@
 #include "hostnccl/launcher/bootstrap.h"
 #include "hostnccl/launcher/job_shm.h"
 #include "hostnccl/launcher/line_prefixer.h"
+#include "hostnccl/launcher/rank_launcher.h"
 #include "hostnccl/shm_names.h"
+#include "hostnccl/timeout_setting.h"
 
 extern char** environ;
 
@@ -228,6 +236,60 @@ std::string diagnostics(const RunResult& result) {
          result.err;
 }
 
+// Waits up to a minute for the child `pid` and returns its wait status; kills it if it takes longer.
+int wait_for_child(pid_t pid) {
+  int status = 0;
+  const auto deadline = steady_clock::now() + std::chrono::seconds(60);
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (steady_clock::now() > deadline) {
+      ADD_FAILURE() << "process " << pid << " did not finish within 60 s; killing it";
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return status;
+}
+
+// Runs launch_ranks(options) in a child process of its own (it installs signal handlers: once per process), with
+// TMPDIR = `dir` and its stdout and stderr in files there, as hostnccl-run's main would.
+RunResult launch_in_child(const detnccl::launcher::LaunchOptions& options, const fs::path& dir) {
+  const fs::path out_path = dir / "launch.out";
+  const fs::path err_path = dir / "launch.err";
+  const auto start = steady_clock::now();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (out < 0 || err < 0 || dup2(out, STDOUT_FILENO) < 0 || dup2(err, STDERR_FILENO) < 0) _exit(100);
+    setenv("TMPDIR", dir.c_str(), 1);
+    _exit(detnccl::launcher::launch_ranks(options));
+  }
+  RunResult result;
+  if (pid < 0) {
+    ADD_FAILURE() << "fork: " << std::strerror(errno);
+    return result;
+  }
+  const int status = wait_for_child(pid);
+  result.seconds = std::chrono::duration<double>(steady_clock::now() - start).count();
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  result.out = read_file(out_path);
+  result.err = read_file(err_path);
+  return result;
+}
+
+// The rank pids of `pids` that are still alive after a few seconds; kills them, so that a failing test leaves none.
+std::vector<pid_t> survivors(const std::vector<pid_t>& pids) {
+  std::vector<pid_t> alive;
+  for (const pid_t pid : pids) {
+    if (process_gone_soon(pid)) continue;
+    alive.push_back(pid);
+    kill(pid, SIGKILL);
+  }
+  return alive;
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // LinePrefixer
 
@@ -411,6 +473,63 @@ TEST_F(BootstrapTest, ReadsTheEnvironment) {
   unsetenv("HOSTNCCL_TIMEOUT_S");
 }
 
+// HOSTNCCL_TIMEOUT_S=0 means "wait forever" (docs/hostnccl.md), for the helper as for hostnccl itself.
+TEST_F(BootstrapTest, ZeroTimeoutWaitsUntilTheIdIsPublished) {
+  const std::string path = (dir_ / "unique-id").string();
+  setenv("HOSTNCCL_ID_FILE", path.c_str(), 1);
+  setenv("HOSTNCCL_TIMEOUT_S", "0", 1);
+  ncclUniqueId read{};
+  std::string read_error;
+  bool read_ok = false;
+  std::atomic<bool> reader_done{false};
+  std::thread reader([&] {
+    read_ok = detnccl::share_unique_id(1, &read, &read_error);
+    reader_done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const bool gave_up_early = reader_done;
+  ncclUniqueId published{};
+  std::string error;
+  const bool published_ok = detnccl::share_unique_id(0, &published, &error);
+  reader.join();
+  unsetenv("HOSTNCCL_ID_FILE");
+  unsetenv("HOSTNCCL_TIMEOUT_S");
+  ASSERT_TRUE(published_ok) << error;
+  ASSERT_TRUE(read_ok) << read_error;
+  EXPECT_FALSE(gave_up_early);
+  EXPECT_EQ(std::memcmp(read.internal, published.internal, sizeof(read.internal)), 0);
+}
+
+// The one parser of HOSTNCCL_TIMEOUT_S, used by hostnccl's configuration and by the bootstrap helper.
+TEST(TimeoutSetting, ReadsNonNegativeSecondsWithZeroForNoLimit) {
+  const std::vector<std::pair<const char*, double>> valid = {{nullptr, hostnccl::kDefaultTimeoutSeconds},
+                                                             {"", hostnccl::kDefaultTimeoutSeconds},
+                                                             {"0", 0.0},
+                                                             {"2.5", 2.5},
+                                                             {"1e3", 1000.0},
+                                                             {"1e12", hostnccl::kMaxTimeoutSeconds}};
+  for (const auto& [text, expected] : valid) {
+    if (text == nullptr) {
+      unsetenv("HOSTNCCL_TIMEOUT_S");
+    } else {
+      setenv("HOSTNCCL_TIMEOUT_S", text, 1);
+    }
+    double seconds = -1;
+    std::string error;
+    EXPECT_TRUE(hostnccl::read_timeout_seconds(&seconds, &error)) << (text ? text : "(unset)") << ": " << error;
+    EXPECT_EQ(seconds, expected) << (text ? text : "(unset)");
+  }
+  for (const std::string text : {"-1", "-0.5", "nan", "inf", "soon", "5s", " "}) {
+    setenv("HOSTNCCL_TIMEOUT_S", text.c_str(), 1);
+    double seconds = -1;
+    std::string error;
+    EXPECT_FALSE(hostnccl::read_timeout_seconds(&seconds, &error)) << text;
+    EXPECT_EQ(seconds, -1) << text;
+    EXPECT_NE(error.find("HOSTNCCL_TIMEOUT_S='" + text + "' is not valid"), std::string::npos) << error;
+  }
+  unsetenv("HOSTNCCL_TIMEOUT_S");
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // hostnccl-run on shell jobs
 
@@ -574,6 +693,97 @@ TEST_F(LauncherTest, ForwardsSigtermToTheRanks) {
   for (const pid_t pid : recorded_pids("pid", 2)) EXPECT_TRUE(process_gone_soon(pid)) << pid;
 }
 
+// SIGQUIT (Ctrl-\\) is an interrupt like the others: forwarded, never the end of the launcher alone.
+TEST_F(LauncherTest, ForwardsSigquitToTheRanks) {
+  // No core files: neither from the ranks nor, were SIGQUIT not handled, from the launcher.
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_CORE, &saved), 0);
+  rlimit no_core = saved;
+  no_core.rlim_cur = 0;
+  ASSERT_EQ(setrlimit(RLIMIT_CORE, &no_core), 0);
+  const std::string script = "echo $$ > $LAUNCHER_TEST_DIR/pid.$RANK; exec sleep 30";
+  const RunResult result = run_launcher({"-n", "2", "sh", "-c", script}, [&](pid_t launcher) {
+    ASSERT_TRUE(wait_for_pid_files("pid", 2));
+    kill(launcher, SIGQUIT);
+  });
+  setrlimit(RLIMIT_CORE, &saved);
+  EXPECT_EQ(result.exit_code, 128 + SIGQUIT) << diagnostics(result);
+  EXPECT_NE(result.err.find("hostnccl-run: received Quit; forwarding it to all ranks"), std::string::npos)
+      << diagnostics(result);
+  EXPECT_EQ(survivors(recorded_pids("pid", 2)), std::vector<pid_t>{}) << "ranks outlived the launcher";
+}
+
+TEST_F(LauncherTest, RanksDieWithALauncherKilledBySigkill) {
+  // `exec`: the rank's main process is sleep itself (the death signal reaches a rank's main process only).
+  const std::string script = "echo $$ > $LAUNCHER_TEST_DIR/pid.$RANK; exec sleep 30";
+  const RunResult result = run_launcher({"-n", "3", "sh", "-c", script}, [&](pid_t launcher) {
+    ASSERT_TRUE(wait_for_pid_files("pid", 3));
+    kill(launcher, SIGKILL);
+  });
+  EXPECT_EQ(result.exit_code, 128 + SIGKILL) << diagnostics(result);
+  const std::vector<pid_t> pids = recorded_pids("pid", 3);
+  EXPECT_EQ(pids.size(), 3u);
+  EXPECT_EQ(survivors(pids), std::vector<pid_t>{}) << "ranks outlived the launcher";
+}
+
+// The launcher forwards SIGTERM to every rank, also to one it has forked that has not reached exec yet (after another
+// rank failed at once, say). There the launcher's handler was still installed: the rank wrote into the launcher's
+// signal pipe, and the launcher took the signal for its own ("received Terminated"), so the user's first Ctrl-C then
+// counted as the second. Raising SIGTERM in the rank right after fork hits that window every time.
+TEST_F(LauncherTest, ASignalForwardedBeforeExecKillsTheRankAndIsNotTakenForTheLaunchers) {
+  detnccl::launcher::LaunchOptions options;
+  options.world_size = 2;
+  options.program_path = "/bin/sh";
+  options.argv = {"sh", "-c", "echo $$ > $LAUNCHER_TEST_DIR/pid.$RANK; exec sleep 30"};
+  options.in_forked_rank_for_test = [](int rank) {
+    if (rank == 1) raise(SIGTERM);
+  };
+  const RunResult result = launch_in_child(options, dir_);
+  EXPECT_EQ(result.exit_code, 128 + SIGTERM) << diagnostics(result);
+  EXPECT_NE(result.err.find("hostnccl-run: rank 1 was killed by signal 15"), std::string::npos) << diagnostics(result);
+  EXPECT_EQ(result.err.find("received"), std::string::npos) << "the rank's signal was taken for the launcher's\n"
+                                                            << diagnostics(result);
+  EXPECT_FALSE(fs::exists(dir_ / "pid.1")) << "rank 1 ran the program although SIGTERM reached it first";
+  EXPECT_EQ(survivors(recorded_pids("pid", 2)), std::vector<pid_t>{});
+}
+
+// The launcher dies after fork but before its rank has asked for the death signal: the kernel will never send it,
+// so the rank must notice on its own and never run the program. A subreaper adopts the orphaned rank, so that its end
+// can be observed; the rank's hook kills the launcher and waits to be adopted, which makes the window certain.
+TEST_F(LauncherTest, ARankWhoseLauncherDiedBeforeExecNeverRunsTheProgram) {
+  const pid_t subreaper = fork();
+  if (subreaper == 0) {
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1UL) != 0) _exit(3);
+    const pid_t launcher = fork();
+    if (launcher == 0) {
+      detnccl::launcher::LaunchOptions options;
+      options.world_size = 1;
+      options.program_path = "/bin/sh";
+      options.argv = {"sh", "-c", "echo ran > $LAUNCHER_TEST_DIR/ran"};
+      options.in_forked_rank_for_test = [](int) {
+        const pid_t parent = getppid();
+        kill(parent, SIGKILL);
+        while (getppid() == parent) usleep(1000);
+      };
+      setenv("TMPDIR", std::getenv("LAUNCHER_TEST_DIR"), 1);
+      _exit(detnccl::launcher::launch_ranks(options));
+    }
+    int status = 0;
+    if (launcher < 0 || waitpid(launcher, &status, 0) != launcher) _exit(4);
+    pid_t rank = -1;
+    while ((rank = waitpid(-1, &status, 0)) < 0 && errno == EINTR) {
+    }
+    if (rank < 0) _exit(5);  // the rank was not adopted
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) _exit(0);
+    _exit(WIFEXITED(status) ? 10 + WEXITSTATUS(status) : 6);
+  }
+  ASSERT_GT(subreaper, 0) << std::strerror(errno);
+  const int status = wait_for_child(subreaper);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "0: the orphaned rank was killed; 10 + code: it exited with that code";
+  EXPECT_FALSE(fs::exists(dir_ / "ran")) << "the orphaned rank ran the program";
+}
+
 TEST_F(LauncherTest, ReportsAProgramThatCannotBeExecuted) {
   // Executable by mode, but neither an ELF file nor a script: execve fails (ENOEXEC) in every rank.
   const fs::path bogus = dir_ / "not-a-program";
@@ -673,6 +883,15 @@ TEST_F(LauncherTest, StopsAnNcclJobWhenOneRankDiesBetweenCollectives) {
   EXPECT_LT(result.seconds, 50) << diagnostics(result);
 }
 
+TEST_F(LauncherTest, RunsAnNcclJobWithTimeoutZeroMeaningNoLimit) {
+  setenv("HOSTNCCL_TIMEOUT_S", "0", 1);
+  const RunResult result = run_launcher({"-n", "2", "--timeout", "60", LAUNCHER_ALLREDUCE_JOB_PATH});
+  unsetenv("HOSTNCCL_TIMEOUT_S");
+  ASSERT_EQ(result.exit_code, 0) << diagnostics(result);
+  EXPECT_TRUE(result.err.empty()) << result.err;
+  EXPECT_NE(result.out.find("[rank 1] allreduce ok: rank 1 of 2,"), std::string::npos) << result.out;
+}
+
 // A job whose ranks all die while their communicator is being created: rank 1 never joins, so rank 0 has created
 // the segment and waits in ncclCommInitRank (rank 2 too, attached or about to), and no rank is left to remove it.
 class LauncherStuckInitTest : public LauncherTest {
@@ -758,5 +977,150 @@ TEST_F(LauncherStuckInitTest, RemovesTheSegmentWhenTheLauncherIsInterrupted) {
   expect_segment_seen_and_gone();
 }
 #endif
+
+// ---------------------------------------------------------------------------------------------------------------
+// scripts/demo.sh and scripts/test.sh, copied into a fake checkout (with an install-deps.sh that does nothing) and run
+// with fake cmake and ctest first on PATH, which only log their arguments to <dir>/commands.log.
+
+class ScriptsTest : public LauncherTest {
+ protected:
+  void SetUp() override {
+    LauncherTest::SetUp();
+    checkout_ = dir_ / "checkout";
+    fs::create_directories(checkout_ / "scripts");
+    for (const char* name : {"demo.sh", "test.sh"}) {
+      fs::copy_file(fs::path(DETNCCL_SOURCE_DIR) / "scripts" / name, checkout_ / "scripts" / name);
+    }
+    write_executable(checkout_ / "scripts" / "install-deps.sh", "#!/bin/sh\nexit 0\n");
+    fake_bin_ = dir_ / "bin";
+    fs::create_directory(fake_bin_);
+    for (const std::string tool : {"cmake", "ctest"}) {
+      write_executable(fake_bin_ / tool,
+                       "#!/bin/sh\necho \"" + tool + " $*\" >> \"$LAUNCHER_TEST_DIR/commands.log\"\n");
+    }
+  }
+
+  static void write_executable(const fs::path& path, const std::string& text) {
+    std::ofstream(path) << text;
+    fs::permissions(path, fs::perms::owner_all);
+  }
+
+  // Runs `command` (e.g. "bash <script> --help", assignments allowed first) from `cwd` with PRESET unset.
+  RunResult run_script(const std::string& command, const fs::path& cwd) {
+    const std::string line = "cd '" + cwd.string() + "' && env -u PRESET PATH='" + fake_bin_.string() + "':\"$PATH\" " +
+                             command + " >'" + (dir_ / "script.out").string() + "' 2>'" +
+                             (dir_ / "script.err").string() + "' </dev/null";
+    const int status = std::system(line.c_str());
+    RunResult result;
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    result.out = read_file(dir_ / "script.out");
+    result.err = read_file(dir_ / "script.err");
+    return result;
+  }
+
+  std::string script(const char* name) const { return (checkout_ / "scripts" / name).string(); }
+  std::vector<std::string> commands() const { return split_lines(read_file(dir_ / "commands.log")); }
+
+  fs::path checkout_;
+  fs::path fake_bin_;
+};
+
+TEST_F(ScriptsTest, DemoHelpPrintsTheUsageAndNoCode) {
+  const RunResult result = run_script("bash " + script("demo.sh") + " --help", dir_);
+  EXPECT_EQ(result.exit_code, 0) << diagnostics(result);
+  EXPECT_NE(result.out.find("scripts/demo.sh [--no-build] [--build-dir DIR] [--keep]"), std::string::npos)
+      << result.out;
+  EXPECT_NE(result.out.find("--build-dir DIR  build into DIR"), std::string::npos) << result.out;
+  EXPECT_EQ(result.out.find("set -"), std::string::npos) << result.out;
+  EXPECT_EQ(result.out.find("#"), std::string::npos) << result.out;
+  EXPECT_EQ(commands(), std::vector<std::string>{}) << "--help built something";
+}
+
+TEST_F(ScriptsTest, DemoRefusesABuildDirWithoutADirectory) {
+  for (const std::string args : {"--build-dir", "--no-build --build-dir", "--build-dir --no-build", "--build-dir ''"}) {
+    const RunResult result = run_script("bash " + script("demo.sh") + " " + args, dir_);
+    EXPECT_EQ(result.exit_code, 2) << args << "\n" << diagnostics(result);
+    EXPECT_NE(result.err.find("demo.sh: --build-dir needs a directory"), std::string::npos) << args << "\n"
+                                                                                            << result.err;
+    EXPECT_EQ(result.err.find("unbound variable"), std::string::npos) << args << "\n" << result.err;
+    EXPECT_EQ(commands(), std::vector<std::string>{}) << args << ": built something";
+  }
+}
+
+TEST_F(ScriptsTest, DemoBuildsIntoTheBuildDirItIsGiven) {
+  const std::string targets = " --target hostnccl-run train detnccl detnccl-cli";
+  const auto starts_and_ends = [](const std::string& line, const std::string& start, const std::string& end) {
+    return line.starts_with(start) && line.ends_with(end);
+  };
+  // A new directory, relative to where the script is started from: configured with the preset there, built there.
+  const std::string fresh = fs::weakly_canonical(dir_ / "fresh").string();
+  RunResult result = run_script("bash " + script("demo.sh") + " --build-dir fresh", dir_);
+  std::vector<std::string> lines = commands();
+  ASSERT_EQ(lines.size(), 2u) << read_file(dir_ / "commands.log");
+  EXPECT_EQ(lines[0], "cmake --preset release -B " + fresh);
+  EXPECT_TRUE(starts_and_ends(lines[1], "cmake --build " + fresh + " -j ", targets)) << lines[1];
+  // The fake cmake built nothing, so the demo stops there, at the directory it was given.
+  EXPECT_EQ(result.exit_code, 2) << diagnostics(result);
+  EXPECT_NE(result.err.find("no build directory " + fresh), std::string::npos) << result.err;
+
+  // An existing build tree: built as it is configured, never reconfigured with the preset.
+  const fs::path configured = fs::weakly_canonical(dir_ / "configured");
+  fs::create_directory(configured);
+  std::ofstream(configured / "CMakeCache.txt") << "CMAKE_BUILD_TYPE:STRING=Debug\n";
+  fs::remove(dir_ / "commands.log");
+  result = run_script("bash " + script("demo.sh") + " --build-dir " + configured.string(), dir_);
+  lines = commands();
+  ASSERT_EQ(lines.size(), 1u) << read_file(dir_ / "commands.log");
+  EXPECT_TRUE(starts_and_ends(lines[0], "cmake --build " + configured.string() + " -j ", targets)) << lines[0];
+  EXPECT_EQ(result.exit_code, 2) << diagnostics(result);
+  EXPECT_NE(result.err.find(configured.string() + "/hostnccl/bin/hostnccl-run is missing"), std::string::npos)
+      << result.err;
+
+  // No --build-dir (the README's command): the preset's own build directory, as before.
+  fs::remove(dir_ / "commands.log");
+  result = run_script("bash " + script("demo.sh"), dir_);
+  lines = commands();
+  ASSERT_EQ(lines.size(), 2u) << read_file(dir_ / "commands.log");
+  EXPECT_EQ(lines[0], "cmake --preset release");
+  EXPECT_TRUE(starts_and_ends(lines[1], "cmake --build --preset release -j ", targets)) << lines[1];
+  EXPECT_NE(result.err.find("no build directory build/release"), std::string::npos) << result.err;
+}
+
+// test.sh kills the test processes the suite left running, but only this checkout's: a process of the same preset in
+// another checkout (another engineer's suite, running at the same time) is left alone.
+TEST_F(ScriptsTest, TestScriptKillsOnlyThisCheckoutsStrayProcesses) {
+  const std::string preset = "launcher-test-" + std::to_string(getpid());
+  std::string why;
+  const std::string sleep_path = detnccl::launcher::find_program("sleep", &why);
+  ASSERT_FALSE(sleep_path.empty()) << why;
+  // Named as ctest names them: by the absolute (physical) path of the build tree.
+  const fs::path ours = fs::canonical(checkout_) / "build" / preset / "tests" / "stray_test";
+  const fs::path theirs = fs::canonical(dir_) / "other-checkout" / "build" / preset / "tests" / "stray_test";
+  std::vector<pid_t> pids;
+  for (const fs::path& path : {ours, theirs}) {
+    fs::create_directories(path.parent_path());
+    fs::create_symlink(sleep_path, path);
+    std::string program = path.string();
+    std::string seconds = "60";
+    char* argv[] = {program.data(), seconds.data(), nullptr};
+    pid_t pid = -1;
+    ASSERT_EQ(posix_spawn(&pid, argv[0], nullptr, nullptr, argv, environ), 0);
+    pids.push_back(pid);
+  }
+  const RunResult result = run_script("PRESET=" + preset + " bash " + script("test.sh"), dir_);
+  const bool ours_gone = process_gone_soon(pids[0]);
+  const bool theirs_alive = !process_gone(pids[1]);
+  for (const pid_t pid : pids) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  EXPECT_EQ(result.exit_code, 1) << diagnostics(result);
+  EXPECT_NE(result.err.find("FAIL: test processes still running after the suite: " + std::to_string(pids[0]) + "\n"),
+            std::string::npos)
+      << diagnostics(result);
+  EXPECT_TRUE(ours_gone) << "this checkout's stray process was not killed\n" << diagnostics(result);
+  EXPECT_TRUE(theirs_alive) << "another checkout's process was killed\n" << diagnostics(result);
+  EXPECT_NE(read_file(dir_ / "commands.log").find("ctest --preset " + preset), std::string::npos);
+}
 
 }  // namespace

@@ -9,7 +9,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <thread>
+
+#include "hostnccl/timeout_setting.h"
 
 namespace detnccl {
 namespace {
@@ -95,19 +98,25 @@ int read_unique_id(const std::string& path, ncclUniqueId* id, std::string* error
 
 bool wait_for_unique_id(const std::string& path, std::chrono::milliseconds timeout, ncclUniqueId* id,
                         std::string* error) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  using Clock = std::chrono::steady_clock;
+  const std::optional<Clock::time_point> deadline =
+      timeout.count() != 0 ? std::optional(Clock::now() + timeout) : std::nullopt;  // none: wait forever
   // Start with short sleeps (rank 0 usually publishes within milliseconds), back off to 50 ms.
   std::chrono::microseconds pause(500);
   while (true) {
     const int found = read_unique_id(path, id, error);
     if (found != 0) return found > 0;
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) {
-      *error = "rank 0 did not publish the unique id in " + path + " within " +
-               std::to_string(std::chrono::duration<double>(timeout).count()) + " s (is rank 0 running?)";
-      return false;
+    Clock::duration sleep = pause;
+    if (deadline) {
+      const auto now = Clock::now();
+      if (now >= *deadline) {
+        *error = "rank 0 did not publish the unique id in " + path + " within " +
+                 std::to_string(std::chrono::duration<double>(timeout).count()) + " s (is rank 0 running?)";
+        return false;
+      }
+      sleep = std::min<Clock::duration>(sleep, *deadline - now);
     }
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
+    std::this_thread::sleep_for(sleep);
     pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(50));
   }
 }
@@ -134,16 +143,10 @@ bool share_unique_id(int rank, ncclUniqueId* id, std::string* error) {
              " is not set: start the program with hostnccl-run (or set it to a file path that all ranks share)";
     return false;
   }
-  std::chrono::milliseconds timeout = kDefaultBootstrapTimeout;
-  if (const char* text = std::getenv(kBootstrapTimeoutVariable); text != nullptr && *text != '\0') {
-    char* end = nullptr;
-    const double seconds = std::strtod(text, &end);
-    if (end == text || *end != '\0' || !std::isfinite(seconds) || seconds <= 0 || seconds > 1e9) {
-      *error = std::string(kBootstrapTimeoutVariable) + "='" + text + "' is not a positive number of seconds";
-      return false;
-    }
-    timeout = std::chrono::milliseconds(static_cast<long long>(std::ceil(seconds * 1000.0)));
-  }
+  double seconds = 0;
+  if (!hostnccl::read_timeout_seconds(&seconds, error)) return false;
+  // Whole milliseconds, rounded up: a positive time never becomes 0, which would mean "wait forever".
+  const std::chrono::milliseconds timeout(static_cast<long long>(std::ceil(seconds * 1000.0)));
   return share_unique_id_through_file(path, rank, timeout, id, error);
 }
 

@@ -17,9 +17,8 @@ namespace detnccl {
 
 // The environment variable naming the file through which the ranks share the unique id (set by hostnccl-run).
 inline constexpr const char* kUniqueIdFileVariable = "HOSTNCCL_ID_FILE";
-// The environment variable bounding how long ranks other than 0 wait for the id, in seconds (default 60).
-inline constexpr const char* kBootstrapTimeoutVariable = "HOSTNCCL_TIMEOUT_S";
-inline constexpr std::chrono::seconds kDefaultBootstrapTimeout{60};
+// How long ranks other than 0 wait for the id is HOSTNCCL_TIMEOUT_S seconds (default 60; 0 waits forever), read as
+// hostnccl itself reads it (hostnccl/timeout_setting.h).
 
 // Gives every rank of the job the same ncclUniqueId, through the file named by HOSTNCCL_ID_FILE: rank 0 calls
 // ncclGetUniqueId and publishes the id; other ranks wait (up to HOSTNCCL_TIMEOUT_S seconds) and read it.
@@ -27,9 +26,9 @@ inline constexpr std::chrono::seconds kDefaultBootstrapTimeout{60};
 // written, or it does not appear in time.
 bool share_unique_id(int rank, ncclUniqueId* id, std::string* error);
 
-// The same with the file and the waiting time given explicitly. The file is written atomically (a temporary file
-// in the same directory, fsync, rename), so readers never see a partial id. Rank 0 replaces any file already at
-// `path`; use a fresh path per job, or a reader may pick up an id left by an earlier job.
+// The same with the file and the waiting time given explicitly (0: wait forever). The file is written atomically (a
+// temporary file in the same directory, fsync, rename), so readers never see a partial id. Rank 0 replaces any file
+// already at `path`; use a fresh path per job, or a reader may pick up an id left by an earlier job.
 bool share_unique_id_through_file(const std::string& path, int rank, std::chrono::milliseconds timeout,
                                   ncclUniqueId* id, std::string* error);
 

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -43,7 +44,19 @@ void on_signal(int signo) {
   errno = saved_errno;
 }
 
-constexpr std::array kForwardedSignals = {SIGINT, SIGTERM, SIGHUP};
+// The signals the launcher handles: SIGCHLD, and the interrupts it forwards to every rank's process group.
+constexpr std::array kHandledSignals = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+// Sent to a rank by the kernel when the launcher dies without stopping it (say, SIGKILLed): a rank must never
+// outlive its launcher, which alone can stop the job and remove what it leaves behind.
+constexpr int kLauncherDeathSignal = SIGKILL;
+
+sigset_t handled_signal_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (const int signo : kHandledSignals) sigaddset(&set, signo);
+  return set;
+}
 
 // Writes all of `text` to `fd`; returns false when the reader has gone away (EPIPE) or another error occurs.
 bool write_all(int fd, std::string_view text) {
@@ -159,16 +172,24 @@ std::vector<char*> as_pointer_array(std::vector<std::string>& strings) {
   return pointers;
 }
 
-// Runs in the forked child: the rank's own process group, default signal dispositions, the relay pipes as
-// stdout/stderr, then exec. Only async-signal-safe calls (the launcher has one thread, but stay safe anyway).
+// Runs in the forked child, which starts with the handled signals blocked (see start_ranks): the rank's own process
+// group, default signal dispositions, death with the launcher, the relay pipes as stdout/stderr, then exec. Only
+// async-signal-safe calls (the launcher has one thread, but stay safe anyway).
 [[noreturn]] void exec_rank(const std::string& program_path, char* const* argv, char* const* envp, int stdin_fd,
-                            int stdout_fd, int stderr_fd) {
+                            int stdout_fd, int stderr_fd, pid_t launcher_pid) {
   setpgid(0, 0);
-  // RATIONALE: ignored signals and the blocked mask survive exec; the program must start with defaults.
+  // RATIONALE: until here the launcher's handler is installed; a signal caught by it would write into the launcher's
+  // signal pipe (inherited) and pass for one sent to the launcher. Blocked, it waits for the default disposition.
+  // Ignored signals and the blocked mask survive exec, so the program must start with defaults anyway.
   struct sigaction default_action {};
   default_action.sa_handler = SIG_DFL;
   sigemptyset(&default_action.sa_mask);
-  for (const int signo : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) sigaction(signo, &default_action, nullptr);
+  for (const int signo : kHandledSignals) sigaction(signo, &default_action, nullptr);
+  sigaction(SIGPIPE, &default_action, nullptr);
+  // RATIONALE: the launcher may have died before prctl; then nothing will ever send the signal, so act on it here.
+  if (prctl(PR_SET_PDEATHSIG, static_cast<unsigned long>(kLauncherDeathSignal)) != 0 || getppid() != launcher_pid) {
+    raise(kLauncherDeathSignal);
+  }
   sigset_t empty_mask;
   sigemptyset(&empty_mask);
   sigprocmask(SIG_SETMASK, &empty_mask, nullptr);
@@ -249,8 +270,7 @@ class Job {
     action.sa_handler = on_signal;
     sigemptyset(&action.sa_mask);
     action.sa_flags = SA_RESTART | SA_NOCLDSTOP;
-    for (const int signo : kForwardedSignals) sigaction(signo, &action, nullptr);
-    sigaction(SIGCHLD, &action, nullptr);
+    for (const int signo : kHandledSignals) sigaction(signo, &action, nullptr);
     // A closed stdout must not kill the launcher (it would orphan the ranks); OutputStream handles EPIPE.
     signal(SIGPIPE, SIG_IGN);
     return true;
@@ -286,18 +306,27 @@ class Job {
           }
         }
       }
+      // RATIONALE: the child inherits the launcher's handlers; until it has reset them, the handled signals stay
+      // blocked in it (the launcher forwards SIGTERM to ranks that may not have reached exec yet).
+      const sigset_t handled = handled_signal_set();
+      sigset_t previous_mask;
+      sigprocmask(SIG_BLOCK, &handled, &previous_mask);
+      const pid_t launcher_pid = getpid();
       const pid_t pid = fork();
+      if (pid == 0) {
+        if (options_.in_forked_rank_for_test) options_.in_forked_rank_for_test(index);
+        exec_rank(options_.program_path, argv.data(), envp.data(), null_stdin_, pipes[0][1], pipes[1][1], launcher_pid);
+      }
+      const int fork_error = errno;
+      sigprocmask(SIG_SETMASK, &previous_mask, nullptr);
       if (pid < 0) {
-        report("cannot start rank " + std::to_string(index) + ": fork: " + errno_text(errno));
+        report("cannot start rank " + std::to_string(index) + ": fork: " + errno_text(fork_error));
         for (auto& ends : pipes) {
           for (int& fd : ends) {
             if (fd >= 0) close(fd);
           }
         }
         return false;
-      }
-      if (pid == 0) {
-        exec_rank(options_.program_path, argv.data(), envp.data(), null_stdin_, pipes[0][1], pipes[1][1]);
       }
       // RATIONALE: set the group from both sides, so that it exists before either side relies on it.
       setpgid(pid, pid);

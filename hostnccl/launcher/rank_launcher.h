@@ -3,6 +3,7 @@
 #define DETNCCL_HOSTNCCL_LAUNCHER_RANK_LAUNCHER_H
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,9 @@ struct LaunchOptions {
   std::chrono::milliseconds timeout{0};        // wall-clock limit for the whole job; 0 means none
   std::chrono::milliseconds kill_grace{5000};  // time between SIGTERM and SIGKILL when stopping ranks
   bool prefix_output = true;                   // relay output as "[rank R] " lines (false: ranks inherit fds)
+  // For tests only: called with the rank's index in each forked rank process before anything else, while the
+  // launcher's signal handlers are still installed there, so that a test can act inside the fork-exec window.
+  std::function<void(int rank)> in_forked_rank_for_test;
 };
 
 // Finds `name` the way execvp would (PATH search unless it contains a '/'). Returns the path of a regular,
@@ -28,12 +32,13 @@ std::string find_program(const std::string& name, std::string* why);
 
 // Starts options.world_size copies of the program, each with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 // MASTER_ADDR, MASTER_PORT (unless already set), HOSTNCCL_ID_FILE (a file in a fresh private directory that
-// is removed at the end) and HOSTNCCL_JOB_TAG (a fresh tag, see job_shm.h), each in its own process group. Relays
-// output, forwards SIGINT/SIGTERM/SIGHUP, and stops every rank when one fails or the timeout passes. Once every rank
-// has exited, removes the shared memory still carrying the job's tag (saying so on stderr). Returns the exit code the
-// launcher should exit with: 0 when every rank exited 0, else the first failing rank's code (128 + signal if it was
-// killed), 124 on timeout, 128 + signal when the launcher itself was interrupted, or 2 when the job could not be
-// started. Call at most once per process: it installs signal handlers for SIGCHLD, SIGINT, SIGTERM, SIGHUP and ignores
+// is removed at the end) and HOSTNCCL_JOB_TAG (a fresh tag, see job_shm.h), each in its own process group and
+// killed (SIGKILL) by the kernel if the launcher dies first. Relays output, forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT,
+// and stops every rank when one fails or the timeout passes. Once every rank has exited, removes the shared memory
+// still carrying the job's tag (saying so on stderr). Returns the exit code the launcher should exit with: 0 when
+// every rank exited 0, else the first failing rank's code (128 + signal if it was killed), 124 on timeout, 128 +
+// signal when the launcher itself was interrupted, or 2 when the job could not be started. Call at most once per
+// process, from its only thread: it installs signal handlers for SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT and ignores
 // SIGPIPE.
 int launch_ranks(const LaunchOptions& options);
 
