@@ -17,6 +17,12 @@ constexpr std::size_t kMaxListEntries = 1 << 16;
 constexpr std::size_t kMaxPathBytes = 4095;
 constexpr std::size_t kMaxQuotedBytes = 80;
 constexpr std::string_view kPrefix = "DETNCCL_";
+// No value may start or end with one of these (one rule for every variable): at the ends of a value, white space is
+// almost always a quoting slip ("DETNCCL_DIR= /x", "$STEPS ") that would otherwise be silently taken literally by
+// some variables and dropped by others.
+constexpr std::string_view kValueWhiteSpace = " \t\n\r\v\f";
+// The largest global rank: ranks are 32-bit everywhere (NCCL's int, the log's rank field).
+constexpr std::uint64_t kMaxRank = 0xffffffffu;
 
 constexpr std::array<EnvVarInfo, kEnvVarCount> kEnvVars = {{
 #define DETNCCL_ENV_VAR_INFO(id, name, default_text, accepted_text, description) \
@@ -43,6 +49,7 @@ bool equals_ignoring_case(std::string_view a, std::string_view b) noexcept {
   return true;
 }
 
+// Spaces and tabs around the entries of a list ("1-3, 7-") are allowed; see kValueWhiteSpace for the value's ends.
 std::string_view trim(std::string_view s) noexcept {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
@@ -123,11 +130,27 @@ std::optional<std::string_view> closest_name(std::string_view typed, const Names
 // What a value parser returns: nullopt on success, else the reason (a phrase, without the variable's name).
 using Problem = std::optional<std::string>;
 
+// Why text is not a plain decimal number, in the user's terms: a sign, a fraction or hexadecimal is named as such
+// rather than reported as a stray character.
+std::string not_a_number(std::string_view text) {
+  if (text.empty()) return "no digits";
+  if (text.front() == '-') return "negative numbers are not accepted";
+  if (text.front() == '+') return "signs are not accepted";
+  if (text.size() > 1 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
+    return "hexadecimal numbers are not accepted";
+  }
+  const std::size_t dot = text.find('.');
+  if (dot != std::string_view::npos && dot + 1 < text.size() && text[dot + 1] >= '0' && text[dot + 1] <= '9') {
+    return "fractions are not accepted";
+  }
+  return "not a decimal number";
+}
+
 Problem parse_plain_number(std::string_view text, std::uint64_t& out) {
   if (text.empty()) return "no digits";
   std::uint64_t value = 0;
   for (char c : text) {
-    if (c < '0' || c > '9') return std::string("not a decimal number");
+    if (c < '0' || c > '9') return not_a_number(text);
     if (__builtin_mul_overflow(value, std::uint64_t{10}, &value) ||
         __builtin_add_overflow(value, static_cast<std::uint64_t>(c - '0'), &value)) {
       return "the number is too large";
@@ -139,7 +162,6 @@ Problem parse_plain_number(std::string_view text, std::uint64_t& out) {
 
 // Decimal with an optional K/KiB, M/MiB or G/GiB suffix (any case), in powers of 1024.
 Problem parse_byte_count(std::string_view text, std::uint64_t& out) {
-  text = trim(text);
   std::size_t digits = 0;
   while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
   const std::string_view suffix = text.substr(digits);
@@ -152,6 +174,8 @@ Problem parse_byte_count(std::string_view text, std::uint64_t& out) {
     multiplier = std::uint64_t{1} << 20;
   } else if (equals_ignoring_case(suffix, "G") || equals_ignoring_case(suffix, "GiB")) {
     multiplier = std::uint64_t{1} << 30;
+  } else if (const std::string reason = not_a_number(text); reason != "not a decimal number") {
+    return reason;  // "-1", "+5", "0x10", "1.5K": a sign, hexadecimal or a fraction, not a suffix
   } else {
     return "unknown suffix (K, M or G expected)";
   }
@@ -161,9 +185,16 @@ Problem parse_byte_count(std::string_view text, std::uint64_t& out) {
   return std::nullopt;
 }
 
-// "all", or a comma-separated list of N, N-M and N- (N and up) entries.
-Problem parse_interval_set(std::string_view text, IntervalSet& out) {
-  if (equals_ignoring_case(trim(text), "all")) {
+// One number of a window: a plain decimal number up to `largest` (`what` names it in the message).
+Problem parse_window_number(std::string_view text, std::uint64_t largest, std::string_view what, std::uint64_t& out) {
+  if (Problem problem = parse_plain_number(text, out)) return problem;
+  if (out > largest) return std::string(what) + " is at most " + std::to_string(largest);
+  return std::nullopt;
+}
+
+// "all", or a comma-separated list of N, N-M and N- (N and up) entries, every number at most `largest`.
+Problem parse_interval_set(std::string_view text, std::uint64_t largest, std::string_view what, IntervalSet& out) {
+  if (equals_ignoring_case(text, "all")) {
     out = IntervalSet();
     return std::nullopt;
   }
@@ -174,14 +205,23 @@ Problem parse_interval_set(std::string_view text, IntervalSet& out) {
     if (intervals.size() == kMaxListEntries) return "more than " + std::to_string(kMaxListEntries) + " entries";
     if (entry.empty()) return "an entry of the list is empty";
     Interval interval;
+    if (entry.front() == '-') {
+      const std::string_view rest = trim(entry.substr(1));
+      if (!rest.empty() && rest.front() >= '0' && rest.front() <= '9') return "negative numbers are not accepted";
+      return "a range has no start (N-M, or N- for N and up)";
+    }
     const std::size_t dash = entry.find('-');
-    if (Problem problem = parse_plain_number(trim(entry.substr(0, dash)), interval.first)) return problem;
+    if (Problem problem = parse_window_number(trim(entry.substr(0, dash)), largest, what, interval.first)) {
+      return problem;
+    }
     if (dash == std::string_view::npos) {
       interval.last = interval.first;
     } else if (trim(entry.substr(dash + 1)).empty()) {
-      interval.last = std::numeric_limits<std::uint64_t>::max();
+      interval.last = std::numeric_limits<std::uint64_t>::max();  // N-: N and everything after
     } else {
-      if (Problem problem = parse_plain_number(trim(entry.substr(dash + 1)), interval.last)) return problem;
+      if (Problem problem = parse_window_number(trim(entry.substr(dash + 1)), largest, what, interval.last)) {
+        return problem;
+      }
       if (interval.last < interval.first) return "a range ends before it starts";
     }
     intervals.push_back(interval);
@@ -193,7 +233,7 @@ Problem parse_interval_set(std::string_view text, IntervalSet& out) {
 }
 
 Problem parse_op_set(std::string_view text, OpSet& out) {
-  if (equals_ignoring_case(trim(text), "all")) {
+  if (equals_ignoring_case(text, "all")) {
     out = OpSet();
     return std::nullopt;
   }
@@ -232,13 +272,6 @@ Problem parse_choice(std::string_view text, const std::array<std::pair<std::stri
 Problem parse_path(std::string_view text, std::string& out) {
   if (text.size() > kMaxPathBytes) return "longer than " + std::to_string(kMaxPathBytes) + " bytes";
   if (text.find('\0') != std::string_view::npos) return "it holds a NUL byte";
-  // A path that starts or ends with white space is almost always a quoting slip ("DETNCCL_DIR= /x", "$DIR ");
-  // taken literally it would trace into a directory nobody looks in.
-  constexpr std::string_view kWhiteSpace = " \t\n\r\v\f";
-  if (!text.empty() && (kWhiteSpace.find(text.front()) != std::string_view::npos ||
-                        kWhiteSpace.find(text.back()) != std::string_view::npos)) {
-    return "it starts or ends with white space";
-  }
   out.assign(text);
   return std::nullopt;
 }
@@ -291,9 +324,9 @@ Problem parse_value(EnvVar id, std::string_view value, Config& config) {
       return std::nullopt;
     }
     case EnvVar::kSteps:
-      return parse_interval_set(value, config.steps);
+      return parse_interval_set(value, std::numeric_limits<std::uint64_t>::max(), "a step", config.steps);
     case EnvVar::kRanks:
-      return parse_interval_set(value, config.ranks);
+      return parse_interval_set(value, kMaxRank, "a rank", config.ranks);
     case EnvVar::kOps:
       return parse_op_set(value, config.ops);
     case EnvVar::kMinBytes:
@@ -392,15 +425,130 @@ std::optional<EnvVar> known_variable(std::string_view name) noexcept {
   return std::nullopt;
 }
 
+// Every known name, for messages: "DETNCCL_DIR, DETNCCL_RUN, ...".
+std::string known_names() {
+  std::string out;
+  for (const EnvVarInfo& info : kEnvVars) {
+    if (!out.empty()) out += ", ";
+    out += info.name;
+  }
+  return out;
+}
+
+// The known variable an environment name outside the DETNCCL_ prefix was probably meant to be: a near miss of the
+// prefix followed by a known suffix ("DETNCL_DIR", "DTNCCL_DIR", "DETNCCLDIR", "detncl_dir"), or a name a couple of
+// edits from a known one. RATIONALE: two edits from the 8-byte prefix, or from a full name of 11 bytes or more, reach
+// no variable of NCCL, CUDA, PyTorch, Slurm, Open MPI, PMI or hostnccl (tests/test_config.cc checks a realistic list):
+// NCCL_ is three edits from DETNCCL_, HOSTNCCL_ three.
+std::optional<std::string_view> near_miss_of_known_name(std::string_view name) {
+  constexpr std::size_t kMaxEdits = 2;
+  if (name.size() > 64 || name.size() + kMaxEdits < kPrefix.size() + 3) return std::nullopt;
+  std::optional<std::string_view> best;
+  std::size_t best_distance = kMaxEdits + 1;
+  for (const EnvVarInfo& info : kEnvVars) {
+    std::size_t distance = edit_distance(name, info.name);
+    const std::string_view suffix = info.name.substr(kPrefix.size());
+    if (name.size() > suffix.size() && equals_ignoring_case(name.substr(name.size() - suffix.size()), suffix)) {
+      distance = std::min(distance, edit_distance(name.substr(0, name.size() - suffix.size()), kPrefix));
+    }
+    if (distance < best_distance) {
+      best = info.name;
+      best_distance = distance;
+    }
+  }
+  return best;
+}
+
+// A setting that has no effect with the rest of the configuration (a non-default value of a variable that refines a
+// feature that is off), and the variable whose value makes it so.
+struct Ineffective {
+  EnvVar variable;
+  EnvVar because_of;  // DETNCCL_TRACE (tracing level) or DETNCCL_DETERMINISTIC
+  std::string reason;
+};
+
+std::vector<Ineffective> find_ineffective(const Config& config) {
+  const Config defaults;
+  std::vector<Ineffective> found;
+  const auto is_set = [&](EnvVar id) {
+    switch (id) {
+      case EnvVar::kRun:
+        return !config.run.empty();
+      case EnvVar::kSegmentBytes:
+        return config.segment_bytes != defaults.segment_bytes;
+      case EnvVar::kSteps:
+        return !config.steps.is_everything();
+      case EnvVar::kRanks:
+        return !config.ranks.is_everything();
+      case EnvVar::kOps:
+        return !config.ops.is_everything();
+      case EnvVar::kMinBytes:
+        return config.min_bytes != defaults.min_bytes;
+      case EnvVar::kAlgo:
+        return config.algo != defaults.algo;
+      case EnvVar::kAccumulate:
+        return config.accumulate != defaults.accumulate;
+      default:
+        return false;
+    }
+  };
+  const auto add = [&](EnvVar id, EnvVar because_of, std::string_view reason) {
+    if (is_set(id)) found.push_back({id, because_of, std::string(reason)});
+  };
+  constexpr EnvVar kWindows[] = {EnvVar::kSteps, EnvVar::kRanks, EnvVar::kOps, EnvVar::kMinBytes};
+  if (config.trace == TraceLevel::kOff) {
+    const std::string_view reason =
+        config.dir.empty() ? "tracing is off (DETNCCL_DIR is not set)" : "tracing is off (DETNCCL_TRACE=off)";
+    add(EnvVar::kRun, EnvVar::kTrace, reason);
+    add(EnvVar::kSegmentBytes, EnvVar::kTrace, reason);
+    for (EnvVar window : kWindows) add(window, EnvVar::kTrace, reason);
+  } else if (config.trace == TraceLevel::kMeta) {
+    add(EnvVar::kSegmentBytes, EnvVar::kTrace, "DETNCCL_TRACE=meta records no segment digests");
+    for (EnvVar window : kWindows) add(window, EnvVar::kTrace, "DETNCCL_TRACE=meta records no fingerprints");
+  } else if (config.trace == TraceLevel::kHash) {
+    add(EnvVar::kSegmentBytes, EnvVar::kTrace, "segment digests are recorded only at DETNCCL_TRACE=segments");
+  }
+  if (!config.deterministic_mode()) {
+    const std::string_view reason = "deterministic mode is off";
+    add(EnvVar::kAlgo, EnvVar::kDeterministic, reason);
+    add(EnvVar::kAccumulate, EnvVar::kDeterministic, reason);
+  }
+  return found;
+}
+
+// "NAME=value" for a message: the canonical value, escaped, and shortened (with its length) when long.
+std::string setting_text(EnvVar id, const Config& config) {
+  std::string out(kEnvVars[static_cast<std::size_t>(id)].name);
+  out += '=';
+  const std::string value = formatted_value(id, config);
+  if (value.size() > kMaxQuotedBytes) {
+    out.append(value, 0, kMaxQuotedBytes).append("... (").append(std::to_string(value.size())).append(" bytes)");
+  } else {
+    out += value;
+  }
+  return out;
+}
+
 void parse_into(std::span<const std::string_view> environment, Config& config, std::vector<ConfigError>& errors) {
   std::array<bool, kEnvVars.size()> seen{};
-  bool trace_given = false;
+  std::array<bool, kEnvVars.size()> given{};  // set to a non-empty value (valid or not)
   for (std::string_view entry : environment) {
     const std::size_t equals = entry.find('=');
     if (equals == std::string_view::npos) continue;
     const std::string_view name = entry.substr(0, equals);
     const std::string_view value = entry.substr(equals + 1);
-    if (name.size() < kPrefix.size() || !equals_ignoring_case(name.substr(0, kPrefix.size()), kPrefix)) continue;
+    if (name.size() < kPrefix.size() || !equals_ignoring_case(name.substr(0, kPrefix.size()), kPrefix)) {
+      // Not ours, unless it is a near miss of one of ours: a setting under a mistyped prefix would be lost silently.
+      if (auto near = near_miss_of_known_name(name)) {
+        std::string message;
+        append_escaped(message, name);
+        message.append(" looks like a mistyped detnccl variable; did you mean ")
+            .append(*near)
+            .append("? (rename or unset it: detnccl stops rather than lose a setting)");
+        errors.push_back({std::string(name), std::move(message)});
+      }
+      continue;
+    }
 
     const std::optional<EnvVar> id = known_variable(name);
     if (!id) {
@@ -412,7 +560,7 @@ void parse_into(std::span<const std::string_view> environment, Config& config, s
       if (auto near = closest_name(name, names, kPrefix.size())) {
         message += "; did you mean " + std::string(*near) + "?";
       } else {
-        message += " (the known ones are listed in docs/configuration.md; DETNCCL_PRINT_CONFIG=1 prints them)";
+        message.append(" (the known ones, described in docs/configuration.md: ").append(known_names()).append(")");
       }
       errors.push_back({std::string(name.substr(0, kMaxQuotedBytes)), std::move(message)});
       continue;
@@ -421,24 +569,63 @@ void parse_into(std::span<const std::string_view> environment, Config& config, s
     if (seen[index]) continue;  // as getenv(): the first occurrence wins
     seen[index] = true;
     if (value.empty()) continue;  // empty means unset
-    if (*id == EnvVar::kTrace) trace_given = true;
+    given[index] = true;
 
     const EnvVarInfo& info = kEnvVars[index];
-    Problem problem = value.size() > kMaxValueBytes
-                          ? Problem("longer than " + std::to_string(kMaxValueBytes) + " bytes")
-                          : parse_value(*id, value, config);
+    Problem problem;
+    if (value.size() > kMaxValueBytes) {
+      problem = "longer than " + std::to_string(kMaxValueBytes) + " bytes";
+    } else if (kValueWhiteSpace.find(value.front()) != std::string_view::npos ||
+               kValueWhiteSpace.find(value.back()) != std::string_view::npos) {
+      problem = "it starts or ends with white space";
+    } else {
+      problem = parse_value(*id, value, config);
+    }
     if (problem) {
       errors.push_back({std::string(info.name), std::string(info.name) + "=" + quoted(value) + " is not valid (" +
                                                     *problem + "); accepted: " + std::string(info.accepted_text) +
                                                     "."});
     }
   }
+  const bool trace_given = given[static_cast<std::size_t>(EnvVar::kTrace)];
   if (!trace_given) {
     config.trace = config.dir.empty() ? TraceLevel::kOff : TraceLevel::kHash;
   } else if (config.tracing() && config.dir.empty()) {
     errors.push_back({"DETNCCL_TRACE", "DETNCCL_TRACE=" + std::string(choice_name(kTraceLevels, config.trace)) +
                                            " needs DETNCCL_DIR (the directory the logs go to); set DETNCCL_DIR, or "
                                            "set DETNCCL_TRACE=off."});
+    return;  // the settings below would only repeat it
+  }
+
+  // A setting that has no effect stops the job when the feature it refines is off by default (the user most likely
+  // forgot to turn it on: a run that traced nothing, or was not deterministic, costs more than a restart). When the
+  // feature was turned off explicitly (DETNCCL_TRACE=off or meta, DETNCCL_DETERMINISTIC=0) the setting is a
+  // deliberate leftover: the shim warns at start (ineffective_settings()).
+  for (const Ineffective& ineffective : find_ineffective(config)) {
+    if (given[static_cast<std::size_t>(ineffective.because_of)]) continue;
+    const std::string_view name = kEnvVars[static_cast<std::size_t>(ineffective.variable)].name;
+    std::string message = setting_text(ineffective.variable, config);
+    message.append(" has no effect: ").append(ineffective.reason).append("; ");
+    if (ineffective.because_of == EnvVar::kDeterministic) {
+      message.append("set DETNCCL_DETERMINISTIC=1 (or warn), or unset ")
+          .append(name)
+          .append(" (DETNCCL_DETERMINISTIC=0 keeps it, unused, with a warning).");
+    } else if (config.tracing()) {
+      message.append("set DETNCCL_TRACE=segments, or unset ").append(name).append(".");
+    } else {
+      message.append("set DETNCCL_DIR to trace, or unset ")
+          .append(name)
+          .append(" (DETNCCL_TRACE=off keeps it, unused, with a warning).");
+    }
+    errors.push_back({std::string(name), std::move(message)});
+  }
+
+  // A rank window is checked against the job's size when the launcher tells it (WORLD_SIZE, ...): a window that
+  // holds no rank of the job fingerprints nothing, and `detnccl diff` would then compare metadata only.
+  if (config.trace >= TraceLevel::kHash) {
+    if (const auto world = world_size_from_environment(environment)) {
+      if (auto problem = rank_window_problem(config, *world)) errors.push_back({"DETNCCL_RANKS", std::move(*problem)});
+    }
   }
 }
 
@@ -533,6 +720,33 @@ std::string format_config(const Config& config) {
     out += '\n';
   }
   return out;
+}
+
+std::vector<ConfigError> ineffective_settings(const Config& config) {
+  std::vector<ConfigError> warnings;
+  for (const Ineffective& ineffective : find_ineffective(config)) {
+    const std::string_view name = kEnvVars[static_cast<std::size_t>(ineffective.variable)].name;
+    warnings.push_back({std::string(name),
+                        setting_text(ineffective.variable, config) + " has no effect: " + ineffective.reason + "."});
+  }
+  return warnings;
+}
+
+std::optional<std::string> rank_window_problem(const Config& config, std::uint32_t world_size) {
+  if (config.ranks.is_everything() || world_size == 0) return std::nullopt;
+  if (!config.ranks.intervals().empty() && config.ranks.intervals().front().first < world_size) return std::nullopt;
+  const std::string size = std::to_string(world_size);
+  std::string message = setting_text(EnvVar::kRanks, config);
+  message.append(" selects no rank of this job, which has ").append(size);
+  if (world_size == 1) {
+    message.append(" rank (0)");
+  } else {
+    message.append(" ranks (0 to ").append(std::to_string(world_size - 1)).append(")");
+  }
+  message.append(": nothing would be fingerprinted; select ranks below ")
+      .append(size)
+      .append(", or unset DETNCCL_RANKS.");
+  return message;
 }
 
 std::string config_reference_markdown() {

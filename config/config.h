@@ -236,13 +236,31 @@ class ParsedConfig {
   std::vector<ConfigError> errors_;
 };
 
-// Parses the DETNCCL_* entries of an environment given as "NAME=value" strings; other entries are ignored. A name
-// that looks like ours (DETNCCL_ in any case) but is not in the table is an error. When a name occurs twice, the
-// first occurrence wins, as with getenv(). Never throws: an allocation failure comes back as an error too.
+// Parses the DETNCCL_* entries of an environment given as "NAME=value" strings. A name that looks like ours
+// (DETNCCL_ in any case) but is not in the table is an error, and so is a near miss of a known name under another
+// prefix (DETNCL_DIR, DTNCCL_DIR, DETNCCLDIR); other entries are ignored, except that the world size
+// (world_size_from_environment) is checked against DETNCCL_RANKS. A value that starts or ends with white space is
+// an error, in every variable. So is a setting with no effect because its feature is off by default (see
+// ineffective_settings). When a name occurs twice, the first occurrence wins, as with getenv(). Never throws: an
+// allocation failure comes back as an error too.
 ParsedConfig parse_config(std::span<const std::string_view> environment) noexcept;
 
 // parse_config() over this process's environment (environ).
 ParsedConfig config_from_environment() noexcept;
+
+// The settings of a configuration that have no effect, one warning each ("DETNCCL_STEPS=3 has no effect: tracing is
+// off (DETNCCL_TRACE=off)."): a value other than the default of a variable that refines a feature that is off
+// (DETNCCL_RUN, DETNCCL_SEGMENT_BYTES and the windows without tracing or fingerprints, DETNCCL_ALGO and
+// DETNCCL_ACCUMULATE without deterministic mode). parse_config() refuses such a setting when the feature is off only
+// by default (it was never turned on); when it was turned off explicitly the setting is accepted and the shim prints
+// these warnings at start. Empty for a configuration where every setting counts.
+std::vector<ConfigError> ineffective_settings(const Config& config);
+
+// Why config.ranks selects no rank of a job of world_size ranks (0 to world_size - 1), as a message naming
+// DETNCCL_RANKS; nullopt when it selects one, or selects every rank, or world_size is 0 (unknown). parse_config()
+// applies it with the world size of the environment (world_size_from_environment); a shim that learns the size
+// only from a communicator can apply it then.
+std::optional<std::string> rank_window_problem(const Config& config, std::uint32_t world_size);
 
 // The effective configuration as "DETNCCL_NAME=value" lines, one per variable in table order, each ending in '\n'.
 // Values are canonical (windows normalised, "all" for an unrestricted window) and parse back to the same Config;

@@ -54,30 +54,54 @@ void write(spdlog::level::level_enum level, std::string_view message) noexcept {
   }
 }
 
+// Points the logger at DETNCCL_LOG_FILE. Caller holds g_log_mutex. Throws, leaving the logger as it was, when the
+// file cannot be opened.
+void open_log_file(const std::string& path) {
+  // Created here, 0600 like the logs, and only in an existing directory: spdlog would create missing parent
+  // directories (0755) and the file with the umask's mode.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) throw std::runtime_error(std::strerror(errno));
+  ::close(fd);
+  auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false);
+  auto file_logger = std::make_shared<spdlog::logger>("detnccl", sink);
+  g_logger = std::move(file_logger);
+  apply_pattern();
+}
+
 }  // namespace
 
 void configure_log(const config::Config& config) noexcept {
+  std::string file_problem;
   try {
     const std::lock_guard<std::mutex> lock(g_log_mutex);
     logger();
     if (!config.log_file.empty()) {
-      // Created here, 0600 like the logs, and only in an existing directory: spdlog would create missing parent
-      // directories (0755) and the file with the umask's mode.
-      const int fd = ::open(config.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-      if (fd < 0) throw std::runtime_error(std::strerror(errno));
-      ::close(fd);
-      auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(config.log_file, /*truncate=*/false);
-      g_logger = std::make_shared<spdlog::logger>("detnccl", sink);
-      apply_pattern();
+      try {
+        open_log_file(config.log_file);
+      } catch (const std::exception& error) {
+        file_problem = error.what();
+      } catch (...) {
+        file_problem = "unknown error";
+      }
     }
+    // RATIONALE: the level applies to whichever destination the messages end up in: a log file that cannot be
+    // opened must not also turn DETNCCL_LOG_LEVEL into the default (silencing info, or un-silencing "off").
     static constexpr spdlog::level::level_enum kLevels[] = {spdlog::level::trace, spdlog::level::debug,
                                                             spdlog::level::info,  spdlog::level::warn,
                                                             spdlog::level::err,   spdlog::level::off};
     g_logger->set_level(kLevels[static_cast<int>(config.log_level)]);
-  } catch (const std::exception& error) {
-    // An unusable log file: keep stderr, and say so there.
-    std::fprintf(stderr, "[detnccl] WARNING: cannot log to DETNCCL_LOG_FILE=%s (%s); logging to stderr\n",
-                 config.log_file.c_str(), error.what());
+  } catch (...) {
+  }
+  try {
+    if (!file_problem.empty()) {
+      // An unusable log file is the shim's failure to honour a setting, not an invalid one (the directory may be
+      // missing on one node only): say so, at the requested level, and keep standard error.
+      std::string message = "cannot log to DETNCCL_LOG_FILE=";
+      config::append_escaped(message, config.log_file);
+      message.append(" (").append(file_problem).append("); messages go to standard error");
+      log_warning(message);
+    }
+    for (const config::ConfigError& warning : config::ineffective_settings(config)) log_warning(warning.message);
   } catch (...) {
   }
 }

@@ -10,7 +10,10 @@
 
 namespace detnccl::interpose {
 
-// Sets the level and destination (DETNCCL_LOG_LEVEL, DETNCCL_LOG_FILE). Before it runs, warnings go to stderr.
+// Sets the level and destination (DETNCCL_LOG_LEVEL, DETNCCL_LOG_FILE), then warns about the settings that have no
+// effect (config::ineffective_settings), so that those warnings go where the user asked. Before it runs, warnings
+// go to stderr. A log file that cannot be opened (say, in a missing directory) leaves the messages on stderr, at the
+// requested level, with one warning saying so.
 void configure_log(const config::Config& config) noexcept;
 
 // Tags every following line with the global rank, once it is known.

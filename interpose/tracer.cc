@@ -230,7 +230,8 @@ void close_log_at_exit() {
   // A fork()ed child that traced nothing of its own has nothing to close and nothing to say: the parent's log and
   // warnings are the parent's (and its threads, which may have held the tracer's locks, do not exist here).
   if (process->forked_child && !process->writer_attempted) return;
-  if (!process->config.steps.is_everything() && !g_step_marked.load()) {
+  if (process->config.trace >= config::TraceLevel::kHash && !process->config.steps.is_everything() &&
+      !g_step_marked.load()) {
     log_warning(
         "DETNCCL_STEPS is set but the job never marked a step (detnccl_set_step, or the Python helper "
         "detnccl_step.py): every call was counted as step 0, so the step window selected nothing else");
@@ -383,6 +384,11 @@ void create_writer(Process& process, const Communicator& first) {
     header.rank_source = records::RankSource::kProcessId;
   }
   header.world_size = world ? *world : first.nranks;
+  // Without a launcher's world size the start-up check could not tell whether DETNCCL_RANKS selects a rank of this
+  // job; the first communicator's size is only a guess at it, so this is a warning.
+  if (!world && process.config.trace >= config::TraceLevel::kHash) {
+    if (auto problem = config::rank_window_problem(process.config, header.world_size)) log_warning(*problem);
+  }
   int nccl_version = 0;
   if (DETNCCL_REAL(ncclGetVersion)(&nccl_version) == ncclSuccess) header.nccl_version = nccl_version;
   header.fingerprint_version = hash::kFingerprintVersion;

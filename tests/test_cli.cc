@@ -242,11 +242,12 @@ TEST(CliCheck, FlagsARankWhoseConfigurationDiffers) {
   TempDir dir;
   // Rank 2 alone fingerprints only calls of at least 1 KiB (a window: a note) and accumulates low-precision partial
   // sums in fp32 (which can change results: a finding). Both are harmless to this job, visible in its log header.
-  const CommandResult job = run("env HOSTNCCL_TIMEOUT_S=20 " DETNCCL_LAUNCHER
-                                " -n 3 --timeout 120 -- sh -c '"
-                                "if [ \"$RANK\" = 2 ]; then export DETNCCL_MIN_BYTES=1K DETNCCL_ACCUMULATE=fp32; fi; "
-                                "exec env LD_PRELOAD=" DETNCCL_SHIM_PATH " DETNCCL_DIR=" +
-                                dir.path() + " DETNCCL_RUN=mixed " DETNCCL_TRACE_JOB " --steps 1' 2>&1");
+  const CommandResult job =
+      run("env HOSTNCCL_TIMEOUT_S=20 " DETNCCL_LAUNCHER
+          " -n 3 --timeout 120 -- sh -c '"
+          "if [ \"$RANK\" = 2 ]; then export DETNCCL_MIN_BYTES=1K DETNCCL_DETERMINISTIC=0 DETNCCL_ACCUMULATE=fp32; fi; "
+          "exec env LD_PRELOAD=" DETNCCL_SHIM_PATH " DETNCCL_DIR=" +
+          dir.path() + " DETNCCL_RUN=mixed " DETNCCL_TRACE_JOB " --steps 1' 2>&1");
   ASSERT_EQ(job.exit_code, 0) << job.output;
   const CommandResult result = detnccl("check " + dir.run("mixed"));
   EXPECT_EQ(result.exit_code, 1) << result.output;

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -15,6 +16,14 @@ namespace {
 // Parses a list of "NAME=value" entries.
 ParsedConfig parse(std::initializer_list<std::string_view> entries) {
   const std::vector<std::string_view> list(entries);
+  return parse_config(list);
+}
+
+// Parses entries with tracing on at its fullest (DETNCCL_DIR set, DETNCCL_TRACE=segments), so that every tracing
+// setting has an effect.
+ParsedConfig parse_traced(std::initializer_list<std::string_view> entries) {
+  std::vector<std::string_view> list = {"DETNCCL_DIR=/d", "DETNCCL_TRACE=segments"};
+  list.insert(list.end(), entries.begin(), entries.end());
   return parse_config(list);
 }
 
@@ -149,8 +158,260 @@ TEST(ParseConfig, UnknownNameSuggestsTheClosestKnownOne) {
   const ConfigError unrelated = single_error(parse({"DETNCCL_COMPLETELY_DIFFERENT=1"}));
   EXPECT_EQ(unrelated.message.find("did you mean"), std::string::npos) << unrelated.message;
   EXPECT_NE(unrelated.message.find("docs/configuration.md"), std::string::npos) << unrelated.message;
-  // Not ours: other prefixes are ignored.
-  EXPECT_TRUE(parse({"DETNCCLX=1", "NCCL_TRACE=1", "DET_NCCL_DIR=1"}).ok());
+  // Not ours: other prefixes are ignored (near misses of ours are not: NearMissesOfThePrefixAreRefused).
+  EXPECT_TRUE(parse({"DETNCCLX=1", "NCCL_TRACE=1", "NCCL_DIR=1"}).ok());
+}
+
+TEST(ParseConfig, UnknownNameListsTheKnownOnes) {
+  // The message cannot send the user to DETNCCL_PRINT_CONFIG=1: that runs only once the error is gone.
+  const ConfigError error = single_error(parse({"DETNCCL_COMPLETELY_DIFFERENT=1"}));
+  EXPECT_EQ(error.message.find("PRINT_CONFIG=1"), std::string::npos) << error.message;
+  for (const EnvVarInfo& info : env_vars()) {
+    EXPECT_NE(error.message.find(info.name), std::string::npos) << info.name << " missing from: " << error.message;
+  }
+}
+
+TEST(ParseConfig, NearMissesOfThePrefixAreRefused) {
+  const std::pair<std::string_view, std::string_view> typos[] = {
+      {"DETNCL_DETERMINISTIC=1", "DETNCCL_DETERMINISTIC"},
+      {"DTNCCL_DIR=/x", "DETNCCL_DIR"},
+      {"DETNCCLDIR=/x", "DETNCCL_DIR"},
+      {"DET_NCCL_DIR=/x", "DETNCCL_DIR"},
+      {"DETNCCL-RUN=x", "DETNCCL_RUN"},
+      {"detncl_trace=hash", "DETNCCL_TRACE"},
+      {"ETNCCL_STEPS=1", "DETNCCL_STEPS"},
+      {"DETNNCL_OPS=Send", "DETNCCL_OPS"},
+      {"DENCCL_ALGO=one_shot", "DETNCCL_ALGO"},
+      {"DETNCL_SEGMENT_BYTE=64K", "DETNCCL_SEGMENT_BYTES"},  // one slip in the prefix, one in the name
+  };
+  for (const auto& [entry, suggestion] : typos) {
+    const ParsedConfig parsed = parse({"DETNCCL_DIR=/d", entry});
+    ASSERT_FALSE(parsed.ok()) << entry;
+    const ConfigError error = single_error(parsed);
+    EXPECT_EQ(error.variable, entry.substr(0, entry.find('='))) << entry;
+    EXPECT_NE(error.message.find("did you mean " + std::string(suggestion) + "?"), std::string::npos)
+        << entry << ": " << error.message;
+  }
+  // Reported together with every other error.
+  EXPECT_EQ(parse({"DTNCCL_DIR=/x", "DETNCCL_TRACE=loud"}).errors().size(), 2u);
+}
+
+TEST(ParseConfig, ARealisticEnvironmentHoldsNoNearMiss) {
+  // Variables of NCCL, CUDA, PyTorch, Slurm, Open MPI, PMI/PMIx, Horovod, UCX, containers, hostnccl and the shell, as
+  // a training job's environment holds them: none may be taken for a mistyped DETNCCL_ name.
+  std::vector<std::string_view> environment;
+  std::string_view entries =
+      "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,COLL NCCL_DEBUG_FILE=/tmp/nccl.%h.%p NCCL_ALGO=Ring "
+      "NCCL_PROTO=Simple NCCL_IB_HCA=mlx5 NCCL_IB_GID_INDEX=3 NCCL_SOCKET_IFNAME=eth0 NCCL_P2P_LEVEL=NVL "
+      "NCCL_P2P_DISABLE=0 NCCL_SHM_DISABLE=0 NCCL_NET_GDR_LEVEL=PHB NCCL_NET_GDR_READ=1 NCCL_MIN_NCHANNELS=4 "
+      "NCCL_MAX_NCHANNELS=32 NCCL_MIN_CTAS=1 NCCL_MAX_CTAS=32 NCCL_BUFFSIZE=4194304 NCCL_NTHREADS=512 "
+      "NCCL_CUMEM_ENABLE=1 NCCL_NVLS_ENABLE=0 NCCL_COLLNET_ENABLE=0 NCCL_LAUNCH_MODE=GROUP NCCL_CROSS_NIC=0 "
+      "NCCL_TOPO_FILE=/etc/nccl/topo.xml NCCL_TOPO_DUMP_FILE=/tmp/topo.xml NCCL_GRAPH_DUMP_FILE=/tmp/graph.xml "
+      "NCCL_NET_PLUGIN=aws-ofi NCCL_TUNER_PLUGIN=none NCCL_PROFILER_PLUGIN=none NCCL_RUNTIME_CONNECT=1 "
+      "NCCL_WORK_FIFO_DEPTH=65536 NCCL_CHECK_POINTERS=0 NCCL_COMM_ID=10.0.0.1:23456 NCCL_HOSTID=node7 "
+      "NCCL_RAS_ENABLE=0 NCCL_PXN_DISABLE=0 NCCL_ASYNC_ERROR_HANDLING=1 NCCL_BLOCKING_WAIT=0 "
+      "NCCL_VERSION=2.28.3 NV_LIBNCCL_VERSION=2.28.3-1 CUDA_VISIBLE_DEVICES=0,1,2,3 CUDA_LAUNCH_BLOCKING=0 "
+      "CUDA_DEVICE_MAX_CONNECTIONS=1 CUDA_MODULE_LOADING=LAZY CUDA_HOME=/usr/local/cuda CUDA_VERSION=12.6 "
+      "CUBLAS_WORKSPACE_CONFIG=:4096:8 CUDNN_LOGINFO_DBG=0 NVIDIA_VISIBLE_DEVICES=all "
+      "NVIDIA_DRIVER_CAPABILITIES=compute,utility NVSHMEM_BOOTSTRAP=MPI TORCH_DISTRIBUTED_DEBUG=DETAIL "
+      "TORCH_NCCL_ASYNC_ERROR_HANDLING=1 TORCH_NCCL_BLOCKING_WAIT=0 TORCH_NCCL_ENABLE_MONITORING=1 "
+      "TORCH_NCCL_DUMP_ON_TIMEOUT=1 TORCH_NCCL_TRACE_BUFFER_SIZE=2000 "
+      "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/tmp/nccl_trace_rank_ TORCH_NCCL_HIGH_PRIORITY=0 "
+      "TORCH_NCCL_AVOID_RECORD_STREAMS=1 TORCH_CPP_LOG_LEVEL=INFO TORCH_LOGS=+dynamo "
+      "TORCH_SHOW_CPP_STACKTRACES=1 TORCH_COMPILE_DEBUG=0 TORCHINDUCTOR_CACHE_DIR=/tmp/inductor "
+      "TORCHELASTIC_RUN_ID=none TORCHELASTIC_RESTART_COUNT=0 TORCHELASTIC_MAX_RESTARTS=0 "
+      "TORCHELASTIC_USE_AGENT_STORE=True TORCHELASTIC_ERROR_FILE=/tmp/err.json TRITON_CACHE_DIR=/tmp/triton "
+      "LOCAL_RANK=0 RANK=0 GROUP_RANK=0 ROLE_RANK=0 LOCAL_WORLD_SIZE=4 WORLD_SIZE=4 MASTER_ADDR=10.0.0.1 "
+      "MASTER_PORT=29500 OMP_NUM_THREADS=8 SLURM_JOB_ID=123456 SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=4 "
+      "SLURM_LOCALID=0 SLURM_NODEID=0 SLURM_JOB_NODELIST=node[1-2] SLURM_CPUS_PER_TASK=8 "
+      "SLURM_SUBMIT_DIR=/home/u SLURM_JOB_NAME=train SLURM_STEP_NUM_TASKS=4 SLURM_TASK_PID=4242 "
+      "SLURMD_NODENAME=node1 SLURM_CLUSTER_NAME=c OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=4 "
+      "OMPI_COMM_WORLD_LOCAL_RANK=0 OMPI_MCA_btl=^openib OMPI_MCA_pml=ucx PMI_RANK=0 PMI_SIZE=4 PMI_FD=5 "
+      "PMIX_RANK=0 PMIX_NAMESPACE=slurm.pmix.1.0 MPI_LOCALRANKID=0 HOROVOD_RANK=0 HOROVOD_SIZE=4 "
+      "UCX_TLS=rc,cuda_copy UCX_NET_DEVICES=mlx5_0:1 HOSTNCCL_REDUCE_ORDER=rank HOSTNCCL_TIMEOUT_S=60 "
+      "HOSTNCCL_SLOT_BYTES=65536 HOSTNCCL_RING_BYTES=1048576 HOSTNCCL_ID_FILE=/tmp/id HOSTNCCL_JOB_TAG=t "
+      "LD_PRELOAD=/opt/libdetnccl.so LD_LIBRARY_PATH=/usr/lib PATH=/usr/bin HOME=/root USER=root PWD=/work "
+      "TMPDIR=/tmp XDG_RUNTIME_DIR=/run/user/0 PYTHONPATH=/work PYTHONUNBUFFERED=1 HF_HOME=/data/hf "
+      "WANDB_DIR=/tmp/wandb WANDB_RUN_ID=abc MLFLOW_RUN_ID=abc KUBERNETES_SERVICE_HOST=10.0.0.1 HOSTNAME=node1 "
+      "SHLVL=1 TERM=xterm";
+  while (!entries.empty()) {
+    const std::size_t space = entries.find(' ');
+    environment.push_back(entries.substr(0, space));
+    entries.remove_prefix(space == std::string_view::npos ? entries.size() : space + 1);
+  }
+  ASSERT_GT(environment.size(), 120u);
+  const ParsedConfig parsed = parse_config(environment);
+  EXPECT_TRUE(parsed.ok()) << parsed.error_text();
+  EXPECT_EQ(parsed.config(), Config{});
+}
+
+TEST(ParseConfig, SettingsWithNoEffectStopTheJobWhenTheirFeatureWasNeverTurnedOn) {
+  // Without DETNCCL_DIR nothing is traced: a window or a run name asked for a trace that will not exist.
+  for (std::string_view entry : {"DETNCCL_STEPS=3", "DETNCCL_RANKS=1", "DETNCCL_OPS=Send", "DETNCCL_MIN_BYTES=1K",
+                                 "DETNCCL_SEGMENT_BYTES=64K", "DETNCCL_RUN=foo"}) {
+    const ConfigError error = single_error(parse({entry}));
+    EXPECT_EQ(error.variable, entry.substr(0, entry.find('='))) << entry;
+    EXPECT_NE(error.message.find("has no effect: tracing is off (DETNCCL_DIR is not set)"), std::string::npos)
+        << error.message;
+    EXPECT_NE(error.message.find("set DETNCCL_DIR"), std::string::npos) << error.message;
+  }
+  // Without DETNCCL_DETERMINISTIC nothing is reduced by detnccl: the run would not be deterministic.
+  for (std::string_view entry : {"DETNCCL_ALGO=one_shot", "DETNCCL_ACCUMULATE=fp32"}) {
+    const ConfigError error = single_error(parse({entry}));
+    EXPECT_EQ(error.variable, entry.substr(0, entry.find('='))) << entry;
+    EXPECT_NE(error.message.find("has no effect: deterministic mode is off"), std::string::npos) << error.message;
+    EXPECT_NE(error.message.find("set DETNCCL_DETERMINISTIC=1"), std::string::npos) << error.message;
+  }
+  // Tracing at its default level (hash) records no segment digests.
+  const ConfigError segments = single_error(parse({"DETNCCL_DIR=/d", "DETNCCL_SEGMENT_BYTES=64K"}));
+  EXPECT_EQ(segments.variable, "DETNCCL_SEGMENT_BYTES");
+  EXPECT_NE(segments.message.find("DETNCCL_TRACE=segments"), std::string::npos) << segments.message;
+  // Every one is reported.
+  EXPECT_EQ(parse({"DETNCCL_STEPS=3", "DETNCCL_RUN=foo", "DETNCCL_ALGO=one_shot"}).errors().size(), 3u);
+  // Default values spelled out have no effect to miss; nor does a setting of a feature that is on.
+  EXPECT_TRUE(parse({"DETNCCL_STEPS=all", "DETNCCL_RANKS=ALL", "DETNCCL_OPS=all", "DETNCCL_MIN_BYTES=0",
+                     "DETNCCL_SEGMENT_BYTES=1M", "DETNCCL_ALGO=auto", "DETNCCL_ACCUMULATE=native"})
+                  .ok());
+  const ParsedConfig effective = parse({"DETNCCL_DIR=/d", "DETNCCL_STEPS=3", "DETNCCL_RUN=foo", "DETNCCL_MIN_BYTES=1K",
+                                        "DETNCCL_DETERMINISTIC=1", "DETNCCL_ALGO=one_shot", "DETNCCL_ACCUMULATE=fp32"});
+  ASSERT_TRUE(effective.ok()) << effective.error_text();
+  EXPECT_TRUE(ineffective_settings(effective.config()).empty());
+  // Long values are shortened in the message.
+  std::string steps = "DETNCCL_STEPS=0";
+  for (int i = 2; i < 20000; i += 2) steps.append(",").append(std::to_string(i));
+  EXPECT_LT(single_error(parse({steps})).message.size(), 400u);
+}
+
+TEST(ParseConfig, SettingsWithNoEffectAfterAnExplicitOffAreAcceptedAndWarnedAbout) {
+  // Turning a feature off explicitly (to compare with a run that had it) may leave its settings in place.
+  const auto warned_variables = [](std::initializer_list<std::string_view> entries) {
+    const ParsedConfig parsed = parse(entries);
+    EXPECT_TRUE(parsed.ok()) << parsed.error_text();
+    std::vector<std::string> variables;
+    for (const ConfigError& warning : ineffective_settings(parsed.config())) {
+      EXPECT_NE(warning.message.find(warning.variable + "="), std::string::npos) << warning.message;
+      EXPECT_NE(warning.message.find(" has no effect: "), std::string::npos) << warning.message;
+      EXPECT_EQ(warning.message.find('\n'), std::string::npos) << "one line: " << warning.message;
+      variables.push_back(warning.variable);
+    }
+    return variables;
+  };
+  using Names = std::vector<std::string>;
+  EXPECT_EQ(warned_variables({"DETNCCL_TRACE=off", "DETNCCL_STEPS=3", "DETNCCL_RUN=foo"}),
+            (Names{"DETNCCL_RUN", "DETNCCL_STEPS"}));
+  EXPECT_EQ(warned_variables({"DETNCCL_DIR=/d", "DETNCCL_TRACE=off", "DETNCCL_SEGMENT_BYTES=64K"}),
+            (Names{"DETNCCL_SEGMENT_BYTES"}));
+  EXPECT_EQ(warned_variables({"DETNCCL_DIR=/d", "DETNCCL_TRACE=meta", "DETNCCL_OPS=Send", "DETNCCL_RUN=r"}),
+            (Names{"DETNCCL_OPS"}));
+  EXPECT_EQ(warned_variables({"DETNCCL_DIR=/d", "DETNCCL_TRACE=hash", "DETNCCL_SEGMENT_BYTES=64K"}),
+            (Names{"DETNCCL_SEGMENT_BYTES"}));
+  EXPECT_EQ(warned_variables({"DETNCCL_DETERMINISTIC=0", "DETNCCL_ALGO=one_shot", "DETNCCL_ACCUMULATE=FP32"}),
+            (Names{"DETNCCL_ALGO", "DETNCCL_ACCUMULATE"}));
+  EXPECT_EQ(
+      warned_variables({"DETNCCL_DIR=/d", "DETNCCL_STEPS=3", "DETNCCL_DETERMINISTIC=warn", "DETNCCL_ALGO=mixed_radix"}),
+      Names{});
+  const ParsedConfig off = parse({"DETNCCL_DETERMINISTIC=0", "DETNCCL_ALGO=one_shot"});
+  ASSERT_EQ(ineffective_settings(off.config()).size(), 1u);
+  EXPECT_EQ(ineffective_settings(off.config())[0].message,
+            "DETNCCL_ALGO=one_shot has no effect: deterministic mode is off.");
+}
+
+TEST(ParseConfig, RanksAre32BitAndAWindowMustSelectARankOfTheJob) {
+  for (std::string_view text : {"4294967296", "0-4294967296", "4294967296-", "18446744073709551615"}) {
+    const std::string entry = "DETNCCL_RANKS=" + std::string(text);
+    const ConfigError error = single_error(parse_traced({entry}));
+    EXPECT_EQ(error.variable, "DETNCCL_RANKS") << text;
+    EXPECT_NE(error.message.find("a rank is at most 4294967295"), std::string::npos) << error.message;
+  }
+  for (std::string_view text : {"4294967295", "0-4294967295", "7-"}) {
+    const std::string entry = "DETNCCL_RANKS=" + std::string(text);
+    EXPECT_TRUE(parse_traced({entry}).ok()) << text;
+  }
+  // The launcher's world size: a window beyond it selects no rank of the job, so nothing would be fingerprinted.
+  for (std::string_view world : {"WORLD_SIZE=2", "OMPI_COMM_WORLD_SIZE=2", "SLURM_NTASKS=2", "PMI_SIZE=2"}) {
+    for (std::string_view ranks : {"DETNCCL_RANKS=2", "DETNCCL_RANKS=2-", "DETNCCL_RANKS=5,9-12"}) {
+      const ConfigError error = single_error(parse({"DETNCCL_DIR=/d", world, ranks}));
+      EXPECT_EQ(error.variable, "DETNCCL_RANKS");
+      EXPECT_NE(error.message.find("selects no rank of this job, which has 2 ranks (0 to 1)"), std::string::npos)
+          << error.message;
+    }
+    EXPECT_TRUE(parse({"DETNCCL_DIR=/d", world, "DETNCCL_RANKS=1"}).ok());
+    EXPECT_TRUE(parse({"DETNCCL_DIR=/d", world, "DETNCCL_RANKS=1-"}).ok());
+    EXPECT_TRUE(parse({"DETNCCL_DIR=/d", world, "DETNCCL_RANKS=5,0"}).ok());
+  }
+  EXPECT_TRUE(parse({"DETNCCL_DIR=/d", "DETNCCL_RANKS=2"}).ok()) << "no world size: known only later";
+  // At meta level the window has no effect at all: a warning, not this error.
+  const ParsedConfig meta = parse({"DETNCCL_DIR=/d", "DETNCCL_TRACE=meta", "WORLD_SIZE=2", "DETNCCL_RANKS=2"});
+  EXPECT_TRUE(meta.ok()) << meta.error_text();
+  // The same check for a shim that learns the size from a communicator.
+  Config config;
+  EXPECT_FALSE(rank_window_problem(config, 2));
+  config.ranks = IntervalSet::of({{2, 3}});
+  EXPECT_FALSE(rank_window_problem(config, 3));
+  EXPECT_FALSE(rank_window_problem(config, 0)) << "unknown size";
+  Config empty_window;
+  empty_window.ranks = IntervalSet::of({});
+  EXPECT_TRUE(rank_window_problem(empty_window, 4)) << "an empty window selects no rank";
+  ASSERT_TRUE(rank_window_problem(config, 1));
+  EXPECT_EQ(*rank_window_problem(config, 1),
+            "DETNCCL_RANKS=2-3 selects no rank of this job, which has 1 rank (0): nothing would be fingerprinted; "
+            "select ranks below 1, or unset DETNCCL_RANKS.");
+}
+
+TEST(ParseConfig, WhiteSpaceAtEitherEndIsRefusedInEveryVariable) {
+  // One rule for every variable: a valid value with white space before or after it is refused.
+  const std::map<std::string_view, std::string_view> valid = {
+      {"DETNCCL_DIR", "/d"},           {"DETNCCL_RUN", "r"},
+      {"DETNCCL_TRACE", "segments"},   {"DETNCCL_SEGMENT_BYTES", "16k"},
+      {"DETNCCL_STEPS", "1 - 3 , 7-"}, {"DETNCCL_RANKS", "0"},
+      {"DETNCCL_OPS", "Send"},         {"DETNCCL_MIN_BYTES", "1K"},
+      {"DETNCCL_LOG_LEVEL", "info"},   {"DETNCCL_LOG_FILE", "/tmp/l"},
+      {"DETNCCL_PRINT_CONFIG", "1"},   {"DETNCCL_DETERMINISTIC", "1"},
+      {"DETNCCL_ALGO", "one_shot"},    {"DETNCCL_ACCUMULATE", "fp32"},
+  };
+  for (const EnvVarInfo& info : env_vars()) {
+    ASSERT_TRUE(valid.contains(info.name)) << "add a valid value of " << info.name;
+    const std::string name(info.name);
+    const std::string value(valid.at(info.name));
+    const std::string plain = name + "=" + value;
+    EXPECT_TRUE(parse_traced({"DETNCCL_DETERMINISTIC=1", plain}).ok()) << plain;
+    for (const std::string& padded :
+         {name + "= " + value, name + "=" + value + " ", name + "=\t" + value, name + "=" + value + "\n"}) {
+      // First occurrence wins: the padded value comes before the settings that make it effective.
+      const std::vector<std::string_view> environment = {padded, "DETNCCL_DIR=/d", "DETNCCL_TRACE=segments",
+                                                         "DETNCCL_DETERMINISTIC=1"};
+      const ParsedConfig parsed = parse_config(environment);
+      ASSERT_FALSE(parsed.ok()) << padded;
+      EXPECT_EQ(parsed.errors()[0].variable, info.name) << padded;
+      EXPECT_NE(parsed.errors()[0].message.find("it starts or ends with white space"), std::string::npos)
+          << parsed.errors()[0].message;
+    }
+  }
+}
+
+TEST(ParseConfig, NumbersWithASignAFractionOrHexadecimalSaySo) {
+  const std::pair<std::string_view, std::string_view> cases[] = {
+      {"DETNCCL_STEPS=-5", "negative numbers are not accepted"},
+      {"DETNCCL_STEPS=3--1", "negative numbers are not accepted"},
+      {"DETNCCL_RANKS=1,-2", "negative numbers are not accepted"},
+      {"DETNCCL_MIN_BYTES=-1", "negative numbers are not accepted"},
+      {"DETNCCL_MIN_BYTES=-1K", "negative numbers are not accepted"},
+      {"DETNCCL_SEGMENT_BYTES=-16K", "negative numbers are not accepted"},
+      {"DETNCCL_MIN_BYTES=+5", "signs are not accepted"},
+      {"DETNCCL_STEPS=+5", "signs are not accepted"},
+      {"DETNCCL_MIN_BYTES=1.5K", "fractions are not accepted"},
+      {"DETNCCL_STEPS=2.5", "fractions are not accepted"},
+      {"DETNCCL_MIN_BYTES=0x10", "hexadecimal numbers are not accepted"},
+      {"DETNCCL_RANKS=0x1", "hexadecimal numbers are not accepted"},
+      {"DETNCCL_STEPS=-", "a range has no start"},
+      {"DETNCCL_MIN_BYTES=12X", "unknown suffix"},
+      {"DETNCCL_STEPS=a", "not a decimal number"},
+  };
+  for (const auto& [entry, reason] : cases) {
+    const ConfigError error = single_error(parse_traced({entry}));
+    EXPECT_EQ(error.variable, entry.substr(0, entry.find('='))) << entry;
+    EXPECT_NE(error.message.find(std::string("(").append(reason)), std::string::npos) << entry << ": " << error.message;
+  }
 }
 
 TEST(ParseConfig, EveryErrorIsReported) {
@@ -178,20 +439,19 @@ TEST(ParseConfig, ByteCountsWithSuffixes) {
       {"3M", 3ull << 20},
       {"3mib", 3ull << 20},
       {"2G", 2ull << 30},
-      {" 5K ", 5120},
       {"18446744073709551615", 18446744073709551615ull},
       {"17179869183G", 17179869183ull << 30},
   };
   for (const auto& [text, bytes] : good) {
     const std::string entry = "DETNCCL_MIN_BYTES=" + std::string(text);
-    const ParsedConfig parsed = parse({entry});
+    const ParsedConfig parsed = parse_traced({entry});
     ASSERT_TRUE(parsed.ok()) << text << ": " << parsed.error_text();
     EXPECT_EQ(parsed.config().min_bytes, bytes) << text;
   }
   for (std::string_view text : {"18446744073709551616", "17179869184G", "99999999999999999999999", "12X", "-1", "1.5K",
-                                "K", "4 K", "0x10", "4KB", "+5"}) {
+                                "K", "4 K", "0x10", "4KB", "+5", " 5K "}) {
     const std::string entry = "DETNCCL_MIN_BYTES=" + std::string(text);
-    const ConfigError error = single_error(parse({entry}));
+    const ConfigError error = single_error(parse_traced({entry}));
     EXPECT_EQ(error.variable, "DETNCCL_MIN_BYTES") << text;
     EXPECT_NE(error.message.find("K, M or G suffix"), std::string::npos) << error.message;
   }
@@ -201,19 +461,19 @@ TEST(ParseConfig, SegmentBytesAreMultiplesOf16K) {
   for (const auto& [text, bytes] : std::initializer_list<std::pair<std::string_view, std::uint64_t>>{
            {"16K", 16384}, {"32768", 32768}, {"1G", 1ull << 30}, {"48k", 49152}}) {
     const std::string entry = "DETNCCL_SEGMENT_BYTES=" + std::string(text);
-    const ParsedConfig parsed = parse({entry});
+    const ParsedConfig parsed = parse_traced({entry});
     ASSERT_TRUE(parsed.ok()) << parsed.error_text();
     EXPECT_EQ(parsed.config().segment_bytes, bytes);
   }
   for (std::string_view text : {"0", "20K", "1000", "2G", "1025M"}) {
     const std::string entry = "DETNCCL_SEGMENT_BYTES=" + std::string(text);
-    const ConfigError error = single_error(parse({entry}));
+    const ConfigError error = single_error(parse_traced({entry}));
     EXPECT_NE(error.message.find("multiple of 16K"), std::string::npos) << error.message;
   }
 }
 
 TEST(ParseConfig, StepWindowMembershipMatchesTheListedSteps) {
-  const ParsedConfig parsed = parse({"DETNCCL_STEPS=1,5,40-44, 60 - 61 ,100-"});
+  const ParsedConfig parsed = parse_traced({"DETNCCL_STEPS=1,5,40-44, 60 - 61 ,100-"});
   ASSERT_TRUE(parsed.ok()) << parsed.error_text();
   const std::set<std::uint64_t> listed = {1, 5, 40, 41, 42, 43, 44, 60, 61};
   for (std::uint64_t step = 0; step < 200; ++step) {
@@ -224,7 +484,7 @@ TEST(ParseConfig, StepWindowMembershipMatchesTheListedSteps) {
 }
 
 TEST(ParseConfig, RankWindowMergesOverlaps) {
-  const ParsedConfig parsed = parse({"DETNCCL_RANKS=8-15,0,3,10-20,21,2"});
+  const ParsedConfig parsed = parse_traced({"DETNCCL_RANKS=8-15,0,3,10-20,21,2"});
   ASSERT_TRUE(parsed.ok()) << parsed.error_text();
   const std::vector<Interval> expected = {{0, 0}, {2, 3}, {8, 21}};
   EXPECT_EQ(parsed.config().ranks.intervals(), expected);
@@ -233,7 +493,7 @@ TEST(ParseConfig, RankWindowMergesOverlaps) {
 TEST(ParseConfig, WindowErrors) {
   for (std::string_view text : {"5-3", "1,,2", "a", "1-2-3", "1,", ",1", "-4", "1;2", "18446744073709551616"}) {
     const std::string entry = "DETNCCL_STEPS=" + std::string(text);
-    const ConfigError error = single_error(parse({entry}));
+    const ConfigError error = single_error(parse_traced({entry}));
     EXPECT_EQ(error.variable, "DETNCCL_STEPS") << text;
     EXPECT_NE(error.message.find("comma-separated list"), std::string::npos) << error.message;
   }
@@ -265,14 +525,14 @@ TEST(IntervalSet, MembershipAgreesWithBruteForce) {
 }
 
 TEST(ParseConfig, OpWindow) {
-  const ParsedConfig parsed = parse({"DETNCCL_OPS=AllReduce, send,RECV"});
+  const ParsedConfig parsed = parse_traced({"DETNCCL_OPS=AllReduce, send,RECV"});
   ASSERT_TRUE(parsed.ok()) << parsed.error_text();
   for (std::size_t i = 0; i < kTracedOpCount; ++i) {
     const auto op = static_cast<TracedOp>(i);
     const bool expected = op == TracedOp::ncclAllReduce || op == TracedOp::ncclSend || op == TracedOp::ncclRecv;
     EXPECT_EQ(parsed.config().ops.contains(op), expected) << traced_op_name(op);
   }
-  const ConfigError error = single_error(parse({"DETNCCL_OPS=AllRduce,Send"}));
+  const ConfigError error = single_error(parse_traced({"DETNCCL_OPS=AllRduce,Send"}));
   EXPECT_NE(error.message.find("did you mean AllReduce?"), std::string::npos) << error.message;
   EXPECT_NE(error.message.find("ReduceScatter"), std::string::npos) << "accepted values listed: " << error.message;
   EXPECT_FALSE(parse({"DETNCCL_OPS=GroupStart"}).ok());
@@ -294,8 +554,8 @@ TEST(ParseConfig, FingerprintWindowCombinesEveryCondition) {
 }
 
 TEST(ParseConfig, OtherChoices) {
-  const ParsedConfig parsed = parse(
-      {"DETNCCL_LOG_LEVEL=Info", "DETNCCL_PRINT_CONFIG=1", "DETNCCL_LOG_FILE=/tmp/x.log", "DETNCCL_RUN=exp-7.a_b"});
+  const ParsedConfig parsed = parse({"DETNCCL_LOG_LEVEL=Info", "DETNCCL_PRINT_CONFIG=1", "DETNCCL_LOG_FILE=/tmp/x.log",
+                                     "DETNCCL_RUN=exp-7.a_b", "DETNCCL_DIR=/d"});
   ASSERT_TRUE(parsed.ok()) << parsed.error_text();
   EXPECT_EQ(parsed.config().log_level, LogLevel::kInfo);
   EXPECT_TRUE(parsed.config().print_config);
@@ -368,13 +628,13 @@ TEST(ParseConfig, VeryLongListsAreBounded) {
     list += std::to_string(rank * 2);
   }
   const std::string entry = "DETNCCL_RANKS=" + list;
-  const ParsedConfig parsed = parse({entry});
+  const ParsedConfig parsed = parse_traced({entry});
   ASSERT_TRUE(parsed.ok()) << parsed.error_text();
   EXPECT_EQ(parsed.config().ranks.intervals().size(), 65536u);
   EXPECT_TRUE(parsed.config().ranks.contains(131070));
   EXPECT_FALSE(parsed.config().ranks.contains(131069));
   const std::string too_long = entry + ",999999999";
-  const ConfigError error = single_error(parse({too_long}));
+  const ConfigError error = single_error(parse_traced({too_long}));
   EXPECT_NE(error.message.find("more than 65536 entries"), std::string::npos) << error.message.substr(0, 300);
 }
 

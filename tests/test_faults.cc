@@ -351,7 +351,20 @@ std::vector<AbsurdValue> absurd_values() {
       {"huge segment size", {"DETNCCL_SEGMENT_BYTES=99999999999999999999999"}, false, "DETNCCL_SEGMENT_BYTES"},
       {"byte count overflowing with its suffix", {"DETNCCL_MIN_BYTES=17179869184G"}, false, "DETNCCL_MIN_BYTES"},
       {"rank past 2^64", {"DETNCCL_RANKS=18446744073709551616"}, false, "DETNCCL_RANKS"},
-      {"widest rank range", {"DETNCCL_RANKS=0-18446744073709551615"}, true, ""},
+      {"widest rank range", {"DETNCCL_RANKS=0-4294967295"}, true, ""},
+      {"rank past 2^32", {"DETNCCL_RANKS=4294967296"}, false, "a rank is at most 4294967295"},
+      {"rank window outside the job", {"WORLD_SIZE=2", "DETNCCL_RANKS=2"}, false, "selects no rank of this job"},
+      {"white space around a number", {"DETNCCL_SEGMENT_BYTES= 16K"}, false, "DETNCCL_SEGMENT_BYTES"},
+      {"negative number", {"DETNCCL_STEPS=-5"}, false, "negative numbers are not accepted"},
+      {"segment size at the default level", {"DETNCCL_SEGMENT_BYTES=64K"}, false, "DETNCCL_TRACE=segments"},
+      {"algorithm without deterministic mode", {"DETNCCL_ALGO=one_shot"}, false, "DETNCCL_DETERMINISTIC=1"},
+      {"mistyped prefix", {"DETNCL_DETERMINISTIC=1"}, false, "did you mean DETNCCL_DETERMINISTIC?"},
+      {"prefix without its underscore", {"DETNCCLDIR=@/elsewhere"}, false, "did you mean DETNCCL_DIR?"},
+      {"other libraries' variables",
+       {"NCCL_DEBUG=WARN", "NCCL_ALGO=Ring", "CUDA_VISIBLE_DEVICES=0,1", "TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
+        "SLURM_JOB_NAME=train", "OMPI_MCA_btl=self", "PMI_FD=9", "HOSTNCCL_TIMEOUT_S=60"},
+       true,
+       ""},
       {"empty values mean unset", {"DETNCCL_SEGMENT_BYTES=", "DETNCCL_STEPS=", "DETNCCL_LOG_LEVEL="}, true, ""},
       {"very long step list", {"DETNCCL_STEPS=" + many_steps}, true, ""},
       {"list of empty entries", {"DETNCCL_OPS=,,,"}, false, "DETNCCL_OPS"},
@@ -410,6 +423,66 @@ INSTANTIATE_TEST_SUITE_P(Values, FaultEnvironment, ::testing::ValuesIn(absurd_va
                              name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
                            return name;
                          });
+
+// ---------------------------------------------------------------------------------------------------------------
+// Settings that have no effect, and an unusable log file (docs/configuration.md)
+
+TEST(FaultConfiguration, ASettingWithNoEffectStopsTheJobUnlessItsFeatureWasTurnedOffExplicitly) {
+  TempDir scratch("detnccl-faults");
+  // Never turned on: the job stops at start, naming the setting and the switch.
+  for (const std::vector<std::string>& environment :
+       {std::vector<std::string>{"DETNCCL_STEPS=3"}, std::vector<std::string>{"DETNCCL_RUN=foo"},
+        std::vector<std::string>{"DETNCCL_SEGMENT_BYTES=64K"}, std::vector<std::string>{"DETNCCL_ALGO=one_shot"},
+        std::vector<std::string>{"DETNCCL_ACCUMULATE=fp32"}}) {
+    const ProcessOutcome job = threads_job(scratch, environment, 2, 2, 64);
+    EXPECT_EQ(job.exit_code, 78) << environment[0] << ":\n" << job.output;
+    EXPECT_NE(job.output.find(environment[0] + " has no effect"), std::string::npos) << job.output;
+  }
+  // Turned off explicitly: the job runs, with one warning line per leftover setting, at start.
+  const ProcessOutcome tracing_off = threads_job(
+      scratch, {"DETNCCL_DIR=" + scratch / "logs", "DETNCCL_TRACE=off", "DETNCCL_STEPS=3", "DETNCCL_RUN=foo"}, 2, 2,
+      64);
+  EXPECT_EQ(tracing_off.exit_code, 0) << tracing_off.output;
+  EXPECT_EQ(occurrences(tracing_off.output, "DETNCCL_STEPS=3 has no effect: tracing is off (DETNCCL_TRACE=off)."), 1u)
+      << tracing_off.output;
+  EXPECT_EQ(occurrences(tracing_off.output, "DETNCCL_RUN=foo has no effect: tracing is off (DETNCCL_TRACE=off)."), 1u)
+      << tracing_off.output;
+  const ProcessOutcome deterministic_off =
+      threads_job(scratch, {"DETNCCL_DETERMINISTIC=0", "DETNCCL_ACCUMULATE=fp32"}, 2, 2, 64);
+  EXPECT_EQ(deterministic_off.exit_code, 0) << deterministic_off.output;
+  EXPECT_EQ(occurrences(deterministic_off.output, "DETNCCL_ACCUMULATE=fp32 has no effect: deterministic mode is off."),
+            1u)
+      << deterministic_off.output;
+  // The warnings follow DETNCCL_LOG_LEVEL like every other.
+  const ProcessOutcome quiet =
+      threads_job(scratch, {"DETNCCL_TRACE=off", "DETNCCL_STEPS=3", "DETNCCL_LOG_LEVEL=error"}, 2, 2, 64);
+  EXPECT_EQ(quiet.exit_code, 0) << quiet.output;
+  EXPECT_EQ(quiet.output.find("has no effect"), std::string::npos) << quiet.output;
+}
+
+TEST(FaultConfiguration, AnUnopenableLogFileKeepsTheRequestedLevel) {
+  TempDir scratch("detnccl-faults");
+  const std::string missing = scratch / "no/such/detnccl.log";
+  // info: the info lines ("tracing to ...") reach standard error, after the one warning about the file.
+  const ProcessOutcome info = threads_job(
+      scratch,
+      {"DETNCCL_DIR=" + scratch / "logs", "DETNCCL_RUN=info", "DETNCCL_LOG_LEVEL=info", "DETNCCL_LOG_FILE=" + missing},
+      2, 2, 64);
+  EXPECT_EQ(info.exit_code, 0) << info.output;
+  EXPECT_EQ(occurrences(info.output, "cannot log to DETNCCL_LOG_FILE=" + missing), 1u) << info.output;
+  EXPECT_NE(info.output.find("tracing to " + scratch / "logs/info/"), std::string::npos) << info.output;
+  // off: nothing at all, not even the warning the job otherwise gets at exit (a step window, no step marked).
+  const ProcessOutcome off = threads_job(scratch,
+                                         {"DETNCCL_DIR=" + scratch / "logs", "DETNCCL_RUN=off", "DETNCCL_STEPS=2-3",
+                                          "DETNCCL_LOG_LEVEL=off", "DETNCCL_LOG_FILE=" + missing},
+                                         2, 2, 64);
+  EXPECT_EQ(off.exit_code, 0) << off.output;
+  EXPECT_EQ(off.output.find("[detnccl"), std::string::npos) << off.output;
+  const ProcessOutcome warned =
+      threads_job(scratch, {"DETNCCL_DIR=" + scratch / "logs", "DETNCCL_RUN=warn", "DETNCCL_STEPS=2-3"}, 2, 2, 64);
+  EXPECT_NE(warned.output.find("never marked a step"), std::string::npos) << "the warning exists: " << warned.output;
+  EXPECT_FALSE(fs::exists(scratch / "no")) << "no directory is created for the log file";
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Many threads at once

@@ -671,4 +671,62 @@ TEST(ShimConfiguration, TheLogFileIsPrivateAndNoDirectoryIsCreatedForIt) {
   EXPECT_NE(text.find("tracing to"), std::string::npos) << text;
 }
 
+// set_step refuses what is not a step (bool, float, str, None, negative, 2^64 and up) the same way with and without the
+// shim, and a refused value leaves the step as it was: 2**64 + 5 is never recorded as step 5, nor 1.7 as step 1.
+TEST(ShimStepHelper, PythonHelperChecksStepsAlikeWithAndWithoutTheShim) {
+  const std::pair<std::string, std::string> expected[] = {
+      {"-1", "ValueError"},
+      {"-18446744073709551616", "ValueError"},
+      {"None", "TypeError"},
+      {"'abc'", "TypeError"},
+      {"'3'", "TypeError"},
+      {"nan", "TypeError"},
+      {"inf", "TypeError"},
+      {"1.7", "TypeError"},
+      {"2.0", "TypeError"},
+      {"True", "TypeError"},
+      {"False", "TypeError"},
+      {"18446744073709551616", "ValueError"},
+      {"18446744073709551621", "ValueError"},
+      {"[]", "TypeError"},
+      {"b'1'", "TypeError"},
+      {"0", "ok"},
+      {"7", "ok"},
+      {"18446744073709551615", "ok"},
+      {"Indexable()", "ok"},
+  };
+  const auto step_lines = [](const std::string& output) {
+    std::vector<std::string> lines;
+    for (std::size_t start = 0; start < output.size();) {
+      const std::size_t end = std::min(output.find('\n', start), output.size());
+      const std::string line = output.substr(start, end - start);
+      if (line.rfind("step ", 0) == 0) lines.push_back(line);
+      start = end + 1;
+    }
+    return lines;
+  };
+  std::vector<std::string> expected_lines;
+  for (const auto& [value, outcome] : expected)
+    expected_lines.push_back(std::string("step ").append(value).append(": ").append(outcome));
+
+  TempDir dir;
+  const std::string python = "env PYTHONPATH=" DETNCCL_PYTHON_HELPER_DIR " python3 " DETNCCL_STEP_HELPER_JOB
+                             " " DETNCCL_HOSTNCCL_LIBRARY " --check-steps";
+  const CommandResult plain = run(python);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_NE(plain.output.find("shim active: False"), std::string::npos) << plain.output;
+  EXPECT_EQ(step_lines(plain.output), expected_lines) << "without the shim:\n" << plain.output;
+
+  const CommandResult traced =
+      run("env DETNCCL_DIR=" + dir.path() + " DETNCCL_RUN=steps LD_PRELOAD=" DETNCCL_SHIM_PATH " " + python);
+  ASSERT_EQ(traced.exit_code, 0) << traced.output;
+  EXPECT_NE(traced.output.find("shim active: True"), std::string::npos) << traced.output;
+  EXPECT_EQ(step_lines(traced.output), expected_lines) << "with the shim:\n" << traced.output;
+  const RankLog log = read_log(rank_log(dir.path(), "steps", 0));
+  ASSERT_EQ(log.calls.size(), 3u);
+  EXPECT_EQ(log.calls[0].step, 4u) << "refused values left step 4 in place";
+  EXPECT_EQ(log.calls[1].step, ~uint64_t{0});
+  EXPECT_EQ(log.calls[2].step, 0u);
+}
+
 }  // namespace
