@@ -28,6 +28,16 @@ ncclResult_t wait_for(ncclComm_t comm, RankCheck& check) {
   return state;
 }
 
+// One fp32 AllReduce of rank + 1 on a 2-rank non-blocking communicator: it returns ncclInProgress, completes in the
+// background and leaves 1 + 2. `what` names the communicator in messages.
+void expect_non_blocking_sum(ncclComm_t comm, int rank, RankCheck& check, const char* what) {
+  float value = static_cast<float>(rank + 1);
+  check.expect(ncclAllReduce(&value, &value, 1, ncclFloat32, ncclSum, comm, nullptr) == ncclInProgress,
+               "%s: the AllReduce did not return ncclInProgress", what);
+  check.expect(wait_for(comm, check) == ncclSuccess, "%s: the AllReduce did not complete", what);
+  check.expect(value == 3.0f, "%s: the AllReduce gave %g, expected 3", what, static_cast<double>(value));
+}
+
 ncclResult_t start_non_blocking_init(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
@@ -81,11 +91,7 @@ TEST(HostncclNonBlocking, InitReturnsInProgressAndQueriesFailUntilItCompletes) {
     check.ok(ncclCommCount(comm, &count), "ncclCommCount");
     check.ok(ncclCommUserRank(comm, &user_rank), "ncclCommUserRank");
     check.expect(count == kRanks && user_rank == rank, "ready: count %d rank %d", count, user_rank);
-    float value = static_cast<float>(rank + 1);
-    check.expect(ncclAllReduce(&value, &value, 1, ncclFloat32, ncclSum, comm, nullptr) == ncclInProgress,
-                 "AllReduce did not return ncclInProgress");
-    check.expect(wait_for(comm, check) == ncclSuccess, "the AllReduce did not complete");
-    check.expect(value == 3.0f, "AllReduce gave %g, expected 3", static_cast<double>(value));
+    expect_non_blocking_sum(comm, rank, check, "the ready communicator");
     check.ok(ncclCommDestroy(comm), "ncclCommDestroy");
     return check.failures() == 0 ? 0 : 1;
   });
@@ -288,11 +294,7 @@ TEST(HostncclNonBlocking, SplitOfANonBlockingParentReturnsInProgressAndHandsTheC
       check.ok(ncclCommCount(child, &count), "ncclCommCount");
       check.ok(ncclCommUserRank(child, &child_rank), "ncclCommUserRank");
       check.expect(count == 2 && child_rank == 1 - rank, "child: count %d rank %d (keys reversed)", count, child_rank);
-      float value = static_cast<float>(rank + 1);
-      check.expect(ncclAllReduce(&value, &value, 1, ncclFloat32, ncclSum, child, nullptr) == ncclInProgress,
-                   "the child is not non-blocking as its parent");
-      check.expect(wait_for(child, check) == ncclSuccess, "the child's AllReduce did not complete");
-      check.expect(value == 3.0f, "the child's AllReduce gave %g", static_cast<double>(value));
+      expect_non_blocking_sum(child, rank, check, "the child (non-blocking as its parent)");
       check.ok(ncclCommDestroy(child), "ncclCommDestroy (child)");
     }
     // The parent still works.
