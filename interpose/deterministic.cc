@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,6 +18,7 @@
 #include "interpose/buffer_location.h"
 #include "interpose/non_blocking.h"
 #include "interpose/real_nccl.h"
+#include "interpose/safe_read.h"
 #include "interpose/shim_log.h"
 
 namespace detnccl::interpose {
@@ -47,6 +49,13 @@ struct State {
   // watchdog) cannot free the scratch under it.
   std::mutex mutex;
   std::map<ncclComm_t, std::shared_ptr<CommunicatorState>> communicators;
+  // Cliques of split children whose handles NCCL stores late: where the job's variable is, and the child's clique
+  // (see note_communicator_clique). Taken by the first state created for the handle found there.
+  struct LateClique {
+    ncclComm_t* where;
+    std::uint64_t clique;
+  };
+  std::deque<LateClique> late_cliques;
   std::atomic<bool> warned_unsupported{false};
   std::atomic<int> nccl_version{-1};  // the real NCCL's ncclGetVersion, read at the first reduction
 };
@@ -65,10 +74,27 @@ thread_local std::vector<DeferredReduction> t_deferred;
 // the group holds reductions on two ranks of one communicator (see defer()).
 thread_local std::vector<std::uint64_t> t_cliques_to_nccl;
 
+// The clique waiting for `comm` among the late children's, if any (caller holds g_state->mutex).
+std::uint64_t take_late_clique(ncclComm_t comm) {
+  auto& late = g_state->late_cliques;
+  for (auto at = late.begin(); at != late.end(); ++at) {
+    // RATIONALE: the job's variable may be gone by now: read without trusting it.
+    if (read_if_mapped(at->where) == comm) {
+      const std::uint64_t clique = at->clique;
+      late.erase(at);
+      return clique;
+    }
+  }
+  return 0;
+}
+
 std::shared_ptr<CommunicatorState> communicator_state(ncclComm_t comm) {
   const std::lock_guard<std::mutex> lock(g_state->mutex);
   std::shared_ptr<CommunicatorState>& state = g_state->communicators[comm];
-  if (!state) state = std::make_shared<CommunicatorState>();
+  if (!state) {
+    state = std::make_shared<CommunicatorState>();
+    if (!g_state->late_cliques.empty()) state->clique = take_late_clique(comm);
+  }
   if (state->rank < 0) {
     int rank = -1, nranks = 0;
     if (DETNCCL_REAL(ncclCommUserRank)(comm, &rank) == ncclSuccess &&
@@ -405,8 +431,9 @@ void discard_deferred_deterministic() noexcept {
   t_cliques_to_nccl.clear();
 }
 
-void note_communicator_clique(ncclComm_t comm, std::uint64_t clique, ncclComm_t parent) noexcept {
-  if (!deterministic_enabled() || comm == nullptr) return;
+void note_communicator_clique(ncclComm_t comm, std::uint64_t clique, ncclComm_t parent,
+                              ncclComm_t* late_handle) noexcept {
+  if (!deterministic_enabled() || (comm == nullptr && late_handle == nullptr)) return;
   try {
     const std::lock_guard<std::mutex> lock(g_state->mutex);
     if (parent != nullptr) {
@@ -416,6 +443,13 @@ void note_communicator_clique(ncclComm_t comm, std::uint64_t clique, ncclComm_t 
       if (found == g_state->communicators.end() || found->second->clique == 0) return;
       CommunicatorState& from = *found->second;
       clique = (from.clique ^ (clique * 0x9E3779B97F4A7C15ull)) * 0xBF58476D1CE4E5B9ull + ++from.splits;
+    }
+    if (comm == nullptr) {
+      // RATIONALE: bounded: entries of children never used by a reduction would otherwise pile up.
+      constexpr std::size_t kMostLate = 1024;
+      if (g_state->late_cliques.size() == kMostLate) g_state->late_cliques.pop_front();
+      g_state->late_cliques.push_back({late_handle, clique == 0 ? 1 : clique});
+      return;
     }
     std::shared_ptr<CommunicatorState>& state = g_state->communicators[comm];
     if (!state) state = std::make_shared<CommunicatorState>();  // rank and size are asked at its first reduction

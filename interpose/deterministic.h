@@ -43,8 +43,11 @@ void note_premulsum(ncclComm_t comm, ncclRedOp_t op, const void* scalar, ncclDat
 // this process holds of it (a hash of the ncclUniqueId, or one value per ncclCommInitAll call); for a split or
 // shrink pass the parent and, in `clique`, the split's color (or a value all survivors of a shrink share). Used to
 // recognise one thread making reductions on two ranks of one communicator inside a group, which deterministic mode
-// cannot run (it stops the job, or with =warn hands them to NCCL).
-void note_communicator_clique(ncclComm_t comm, std::uint64_t clique, ncclComm_t parent = nullptr) noexcept;
+// cannot run (it stops the job, or with =warn hands them to NCCL). A split's child whose handle NCCL stores late
+// (inside a group, or on a non-blocking parent: `comm` is still null) passes `late_handle`, the job's *newcomm: its
+// clique is computed now and given to the handle found there when a reduction first names it.
+void note_communicator_clique(ncclComm_t comm, std::uint64_t clique, ncclComm_t parent = nullptr,
+                              ncclComm_t* late_handle = nullptr) noexcept;
 
 // ncclRedOpDestroy succeeded: the operator is forgotten, so a later call with it goes to NCCL, which refuses it.
 void forget_premulsum(ncclComm_t comm, ncclRedOp_t op) noexcept;

@@ -2,7 +2,10 @@
 #include "interpose/real_nccl.h"
 
 #include <dlfcn.h>
+#include <link.h>
 
+#include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <mutex>
 #include <string_view>
@@ -80,6 +83,73 @@ bool real_nccl_has_group_simulate_end() noexcept {
   resolve_real_nccl();
   const auto real = g_real_nccl.ncclGroupSimulateEnd.load(std::memory_order_relaxed);
   return real != &missing_ncclGroupSimulateEnd && real != &resolve_then_ncclGroupSimulateEnd;
+}
+
+namespace {
+
+// The executable segments of the library holding the real ncclCommGetAsyncError, found once it is resolved.
+struct CodeRanges {
+  std::uintptr_t begin[8] = {};
+  std::uintptr_t end[8] = {};
+  int count = 0;
+};
+std::atomic<const CodeRanges*> g_nccl_code{nullptr};
+
+const CodeRanges* find_nccl_code() noexcept {
+  static std::mutex finding;
+  const std::lock_guard<std::mutex> lock(finding);
+  if (const CodeRanges* found = g_nccl_code.load(std::memory_order_acquire)) return found;
+  resolve_real_nccl();
+  const auto real = reinterpret_cast<std::uintptr_t>(g_real_nccl.ncclCommGetAsyncError.load(std::memory_order_relaxed));
+  Dl_info info{}, self{};
+  if (dladdr(reinterpret_cast<const void*>(real), &info) == 0 || info.dli_fbase == nullptr) return nullptr;
+  // Not resolved yet (the pointer is still one of the shim's stubs): nothing to cache, NCCL may load later.
+  if (dladdr(reinterpret_cast<const void*>(&find_nccl_code), &self) != 0 && self.dli_fbase == info.dli_fbase) {
+    return nullptr;
+  }
+  static CodeRanges ranges;  // RATIONALE: written once under the lock, then only read
+  struct Search {
+    const void* base;
+    CodeRanges* ranges;
+  } search{info.dli_fbase, &ranges};
+  dl_iterate_phdr(
+      [](dl_phdr_info* object, std::size_t, void* data) {
+        auto* s = static_cast<Search*>(data);
+        bool holds_base = false;
+        for (int i = 0; i < object->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& header = object->dlpi_phdr[i];
+          const std::uintptr_t start = object->dlpi_addr + header.p_vaddr;
+          if (header.p_type == PT_LOAD && start <= reinterpret_cast<std::uintptr_t>(s->base) &&
+              reinterpret_cast<std::uintptr_t>(s->base) < start + header.p_memsz) {
+            holds_base = true;
+          }
+        }
+        if (!holds_base) return 0;
+        for (int i = 0; i < object->dlpi_phnum && s->ranges->count < 8; ++i) {
+          const ElfW(Phdr)& header = object->dlpi_phdr[i];
+          if (header.p_type != PT_LOAD || (header.p_flags & PF_X) == 0) continue;
+          s->ranges->begin[s->ranges->count] = object->dlpi_addr + header.p_vaddr;
+          s->ranges->end[s->ranges->count] = object->dlpi_addr + header.p_vaddr + header.p_memsz;
+          ++s->ranges->count;
+        }
+        return 1;
+      },
+      &search);
+  if (ranges.count == 0) return nullptr;
+  g_nccl_code.store(&ranges, std::memory_order_release);
+  return &ranges;
+}
+
+}  // namespace
+
+bool inside_real_nccl(const void* code) noexcept {
+  const CodeRanges* ranges = g_nccl_code.load(std::memory_order_acquire);
+  if (ranges == nullptr && (ranges = find_nccl_code()) == nullptr) return false;
+  const auto address = reinterpret_cast<std::uintptr_t>(code);
+  for (int i = 0; i < ranges->count; ++i) {
+    if (ranges->begin[i] <= address && address < ranges->end[i]) return true;
+  }
+  return false;
 }
 
 bool resolve_real_nccl() noexcept {

@@ -33,6 +33,12 @@ bool resolve_real_nccl() noexcept;
 // and the shim's stand-in then returns ncclInvalidUsage without ending any group).
 bool real_nccl_has_group_simulate_end() noexcept;
 
+// Whether `code` (a return address) lies in the library that holds the real NCCL's functions: NCCL calls some of its
+// own entry points through the dynamic linker (2.28 calls ncclCommGetAsyncError from every readiness check), so the
+// shim's wrapper of such a function also runs inside NCCL, where it must do nothing of its own. False when NCCL is
+// not resolved yet. Cheap after the first call (two compares per executable segment).
+bool inside_real_nccl(const void* code) noexcept;
+
 }  // namespace detnccl::interpose
 
 // Calls the real NCCL's `name`, resolving it first if needed.

@@ -31,6 +31,7 @@
 #include "interpose/device_fingerprints.h"
 #include "interpose/non_blocking.h"
 #include "interpose/real_nccl.h"
+#include "interpose/safe_read.h"
 #include "interpose/shim_log.h"
 #include "interpose/shim_state.h"
 #include "interpose/traced_op.h"
@@ -138,6 +139,7 @@ struct Process {
   std::atomic<bool> warned_device_unavailable{false};
   std::atomic<bool> warned_location_unknown{false};
   std::atomic<bool> warned_call_on_pending{false};
+  std::atomic<bool> warned_call_on_unseen{false};
   std::atomic<bool> warned_device_failure{false};
   std::atomic<bool> warned_hash_failure{false};
 
@@ -709,11 +711,15 @@ bool resolve_communicator(Process& process, ncclComm_t comm, bool calling_on_it)
 // read only at the ncclGroupEnd that ran the split, when the creating thread learns from ncclCommGetAsyncError that the
 // parent is settled, or when that thread has just used a handle the shim does not know (taken from the variable) —
 // never at some later moment, when the variable may be gone. Caller holds process.mutex.
+void take_handle(PendingCommunicator& pending, ncclComm_t handle) {
+  pending.comm = handle;
+  pending.late_handle = nullptr;
+}
+
 bool adopt_late_handle(PendingCommunicator& pending) {
   const ncclComm_t handle = __atomic_load_n(pending.late_handle, __ATOMIC_ACQUIRE);  // NCCL's thread may store it
   if (handle == nullptr) return false;
-  pending.comm = handle;
-  pending.late_handle = nullptr;
+  take_handle(pending, handle);
   return true;
 }
 
@@ -723,24 +729,27 @@ bool adopt_late_handle(PendingCommunicator& pending) {
 // itself, its handle just read by the job (it polls the child, or calls on it, perhaps before NCCL has settled the
 // parent): it is looked for among the handles stored so far.
 void adopt_late_children(Process& process, ncclComm_t comm, bool comm_settled) {
-  const std::lock_guard<std::mutex> lock(process.mutex);
-  const bool known = find_pending(process, comm) != process.pending_communicators.end() ||
-                     process.communicators.find(comm) != process.communicators.end();
-  for (auto at = process.pending_communicators.begin(); at != process.pending_communicators.end();) {
-    if (at->late_handle == nullptr || at->open_group != 0 || pthread_equal(at->creator, pthread_self()) == 0) {
-      ++at;
-    } else if (at->parent == comm && comm_settled) {
-      if (adopt_late_handle(*at)) {
+  {
+    const std::lock_guard<std::mutex> lock(process.mutex);
+    const bool known = find_pending(process, comm) != process.pending_communicators.end() ||
+                       process.communicators.find(comm) != process.communicators.end();
+    for (auto at = process.pending_communicators.begin(); at != process.pending_communicators.end();) {
+      if (at->late_handle == nullptr || at->open_group != 0 || pthread_equal(at->creator, pthread_self()) == 0) {
         ++at;
+      } else if (at->parent == comm && comm_settled) {
+        if (adopt_late_handle(*at)) {
+          ++at;
+        } else {
+          at = process.pending_communicators.erase(at);  // the split is over without a child: nothing to record
+        }
       } else {
-        at = process.pending_communicators.erase(at);  // the split is over without a child: nothing to record
+        // RATIONALE: not a moment at which the job's variable must still exist: read without trusting it.
+        if (!known && read_if_mapped(at->late_handle) == comm) take_handle(*at, comm);
+        ++at;
       }
-    } else {
-      if (!known && __atomic_load_n(at->late_handle, __ATOMIC_ACQUIRE) == comm) adopt_late_handle(*at);
-      ++at;
     }
+    process.pending_count.store(process.pending_communicators.size(), std::memory_order_relaxed);
   }
-  process.pending_count.store(process.pending_communicators.size(), std::memory_order_relaxed);
 }
 
 // Records the communicators this thread created that NCCL has finished creating since, oldest first (so that their
@@ -767,15 +776,23 @@ Communicator* find_pending_for_call(Process& process, CommunicatorCache& cache, 
   if (resolve_communicator(process, comm, true)) return find_communicator_for_call(process, cache, comm);
   adopt_late_children(process, comm, false);
   if (resolve_communicator(process, comm, true)) return find_communicator_for_call(process, cache, comm);
-  bool still_pending = false;
+  bool still_pending = false, late_children = false;
   {
     const std::lock_guard<std::mutex> lock(process.mutex);
     still_pending = find_pending(process, comm) != process.pending_communicators.end();
+    late_children = std::any_of(process.pending_communicators.begin(), process.pending_communicators.end(),
+                                [](const PendingCommunicator& pending) { return pending.late_handle != nullptr; });
   }
   if (still_pending) {
     log_warning_once(process.warned_call_on_pending,
                      "a call on a communicator NCCL has not finished creating (a non-blocking init still in progress, "
                      "or a call inside the group that creates it) is not traced; further such calls are not reported");
+  } else if (late_children) {
+    log_warning_once(process.warned_call_on_unseen,
+                     "a call on a communicator the shim has not seen is not traced: perhaps the child of a split whose "
+                     "handle NCCL stores late (inside a group, or on a non-blocking parent), used by another thread "
+                     "than the one that split, or before the splitting thread polled the parent with "
+                     "ncclCommGetAsyncError; further such calls are not reported");
   }
   return nullptr;
 }
@@ -939,10 +956,10 @@ void on_group_end(ncclResult_t group_result) noexcept {
   if (group.pending.empty()) group.pending.swap(pending);
 }
 
-void on_async_error_polled(ncclComm_t comm, ncclResult_t state) noexcept {
+void on_async_error_polled(ncclComm_t comm, ncclResult_t state, const void* caller) noexcept {
   Process* process = g_process;
   if (process == nullptr || state == ncclInProgress || comm == nullptr ||
-      process->pending_count.load(std::memory_order_relaxed) == 0) {
+      process->pending_count.load(std::memory_order_relaxed) == 0 || inside_real_nccl(caller)) {
     return;
   }
   try {

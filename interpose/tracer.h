@@ -44,9 +44,11 @@ struct CommunicatorOrigin {
 // ncclInProgress; the child is recorded once the creating thread has seen either (or calls on the child).
 void on_communicator_created(ncclComm_t comm, const CommunicatorOrigin& origin) noexcept;
 
-// After ncclCommGetAsyncError answered `state` for `comm`: when it is settled, the children of this thread's splits
-// of `comm` that NCCL stores late are there now (or never will be) and are recorded.
-void on_async_error_polled(ncclComm_t comm, ncclResult_t state) noexcept;
+// After ncclCommGetAsyncError answered `state` for `comm`, called from `caller` (a return address): when it is
+// settled, the children of this thread's splits of `comm` that NCCL stores late are there now (or never will be) and
+// are recorded. Nothing when NCCL itself made the call (inside_real_nccl: the tracer asks NCCL nothing from inside
+// an NCCL call).
+void on_async_error_polled(ncclComm_t comm, ncclResult_t state, const void* caller) noexcept;
 
 // Before ncclCommDestroy / ncclCommAbort: forget `comm` (its handle may be reused afterwards).
 void on_communicator_destroyed(ncclComm_t comm) noexcept;

@@ -111,7 +111,7 @@ DETNCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, n
     how.key = key;
     how.in_progress = result == ncclInProgress;
     const ncclComm_t child = child_so_far(newcomm, color != NCCL_SPLIT_NOCOLOR, &how.late_handle);
-    detnccl::interpose::note_communicator_clique(child, static_cast<std::uint64_t>(color) + 1, comm);
+    detnccl::interpose::note_communicator_clique(child, static_cast<std::uint64_t>(color) + 1, comm, how.late_handle);
     // A rank that passed NCCL_SPLIT_NOCOLOR gets no communicator, but the parent's derivation count still advances.
     on_communicator_created(child, how);
   }
@@ -135,7 +135,7 @@ DETNCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksLis
     how.color = static_cast<std::int64_t>(excluded & 0x7fffffff);
     how.in_progress = result == ncclInProgress;
     const ncclComm_t child = child_so_far(newcomm, true, &how.late_handle);
-    detnccl::interpose::note_communicator_clique(child, excluded + 1, comm);
+    detnccl::interpose::note_communicator_clique(child, excluded + 1, comm, how.late_handle);
     on_communicator_created(child, how);
   }
   return result;
@@ -168,10 +168,12 @@ DETNCCL_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
 }
 
 // Polling is how a job learns that NCCL has finished a non-blocking split: the tracer then reads the child's handle.
+// NCCL itself calls this function through the dynamic linker (every readiness check of 2.28 does): the tracer acts
+// only on the job's own polls (see on_async_error_polled), never inside an NCCL call.
 DETNCCL_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   const ncclResult_t result = DETNCCL_REAL(ncclCommGetAsyncError)(comm, asyncError);
   if (shim_active() && result == ncclSuccess && asyncError != nullptr) {
-    detnccl::interpose::on_async_error_polled(comm, *asyncError);
+    detnccl::interpose::on_async_error_polled(comm, *asyncError, __builtin_return_address(0));
   }
   return result;
 }

@@ -8,6 +8,9 @@
 //   trace_threads_job RANKS CALLS --one-thread
 // The other pattern NCCL documents: the main thread drives every rank, each call one group with an AllReduce per
 // rank (as nccl-tests -g N does).
+//   trace_threads_job RANKS CALLS --one-thread-split
+// The same on children: the main thread first splits every rank inside one group (as NCCL requires of a thread that
+// splits several ranks; NCCL hands the children over at the group's end), then drives the children.
 // Rank r's input of call c (counted within the round), element i, is the small integer (r + 3c + i) % 97; outputs are
 // sums over ranks.
 #include <barrier>
@@ -38,11 +41,24 @@ bool sums_are_right(const std::vector<float>& out, int nranks, int call) {
   return true;
 }
 
-int one_thread(int nranks, int calls) {
+int one_thread(int nranks, int calls, bool split) {
   std::vector<ncclComm_t> comms(static_cast<std::size_t>(nranks));
   if (ncclCommInitAll(comms.data(), nranks, nullptr) != ncclSuccess) {
     std::fprintf(stderr, "ncclCommInitAll failed: %s\n", ncclGetLastError(nullptr));
     return 1;
+  }
+  std::vector<ncclComm_t> parents;
+  if (split) {
+    parents.swap(comms);
+    comms.assign(parents.size(), nullptr);
+    ncclGroupStart();
+    for (std::size_t r = 0; r < parents.size(); ++r) {
+      ncclCommSplit(parents[r], 0, static_cast<int>(r), &comms[r], nullptr);
+    }
+    if (ncclGroupEnd() != ncclSuccess) {
+      std::fprintf(stderr, "the group of splits failed: %s\n", ncclGetLastError(nullptr));
+      return 1;
+    }
   }
   std::vector<std::vector<float>> in(comms.size(), std::vector<float>(kCount)), out = in;
   int failed = 0;
@@ -62,6 +78,7 @@ int one_thread(int nranks, int calls) {
     for (const auto& result : out) failed += sums_are_right(result, nranks, c) ? 0 : 1;
   }
   for (ncclComm_t comm : comms) ncclCommDestroy(comm);
+  for (ncclComm_t comm : parents) ncclCommDestroy(comm);
   if (failed != 0) {
     std::fprintf(stderr, "trace_threads_job --one-thread: %d failures\n", failed);
     return 1;
@@ -74,12 +91,13 @@ int one_thread(int nranks, int calls) {
 
 int main(int argc, char** argv) {
   if (argc != 3 && argc != 4) {
-    std::fprintf(stderr, "usage: %s RANKS CALLS [ROUNDS | --one-thread]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s RANKS CALLS [ROUNDS | --one-thread | --one-thread-split]\n", argv[0]);
     return 2;
   }
   const int nranks = std::atoi(argv[1]);
   const int calls = std::atoi(argv[2]);
-  if (argc == 4 && std::string_view(argv[3]) == "--one-thread") return one_thread(nranks, calls);
+  if (argc == 4 && std::string_view(argv[3]) == "--one-thread") return one_thread(nranks, calls, false);
+  if (argc == 4 && std::string_view(argv[3]) == "--one-thread-split") return one_thread(nranks, calls, true);
   const int rounds = argc == 4 ? std::atoi(argv[3]) : 1;
   std::vector<ncclComm_t> comms(static_cast<std::size_t>(nranks));
   std::vector<int> failures(static_cast<std::size_t>(nranks), 0);
