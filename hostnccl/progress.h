@@ -9,7 +9,7 @@
  * Non-blocking communicators (ncclConfig_t.blocking = 0): a group of their operations is handed to a background
  * thread and the call returns ncclInProgress; ncclCommGetAsyncError says ncclInProgress until the thread finishes,
  * then the group's result. As NCCL requires, the caller must wait for that before the communicator's next call (a
- * call made earlier fails with ncclInvalidUsage). A non-blocking init runs in the background the same way (the
+ * call made earlier fails with ncclInvalidArgument, as NCCL's ncclCommEnsureReady refuses it). A non-blocking init runs in the background the same way (the
  * communicator is usable once ncclCommGetAsyncError says ncclSuccess), and so does a split of a non-blocking parent,
  * as NCCL's does: the call returns ncclInProgress with *newcomm still null, and the background thread stores the child
  * there before the parent's async error leaves ncclInProgress. A group may not mix the two kinds.

@@ -2,7 +2,9 @@
 #include "interpose/buffer_location.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 
+#include <atomic>
 #include <mutex>
 
 namespace detnccl::interpose {
@@ -17,6 +19,12 @@ using PointerGetAttribute = int (*)(void* value, int attribute, unsigned long lo
 
 PointerGetAttribute g_get_attribute = nullptr;
 std::once_flag g_looked_up;
+
+// Whether this process is a fork()ed child. RATIONALE: in a child of a process that used CUDA the driver answers
+// "not initialised" while the parent's device pointers are still around (unusable, and unmapped for the CPU): there
+// that answer says nothing about where a buffer lives.
+std::atomic<bool> g_forked{false};
+[[maybe_unused]] const int g_fork_noted = pthread_atfork(nullptr, nullptr, [] { g_forked.store(true); });
 
 void look_up_driver() noexcept {
   void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
@@ -34,8 +42,9 @@ BufferLocation locate_buffer(const void* data, int* driver_status) noexcept {
   const int status =
       g_get_attribute(&memory_type, kPointerAttributeMemoryType, reinterpret_cast<unsigned long long>(data));
   if (status == kCudaErrorInvalidValue) return BufferLocation::kHost;  // not memory CUDA knows: plain host memory
-  // The driver is loaded but nobody initialised it (cuInit): the process has no CUDA memory at all.
-  if (status == kCudaErrorNotInitialized) return BufferLocation::kHost;
+  // The driver is loaded but nobody initialised it (cuInit): the process has no CUDA memory at all — unless it is a
+  // fork()ed child, whose parent's may be about.
+  if (status == kCudaErrorNotInitialized && !g_forked.load(std::memory_order_relaxed)) return BufferLocation::kHost;
   if (status != kCudaSuccess) {
     if (driver_status != nullptr) *driver_status = status;
     return BufferLocation::kUnknown;

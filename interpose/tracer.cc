@@ -389,7 +389,9 @@ void create_writer(Process& process, const Communicator& first) {
   // Without a launcher's world size the start-up check could not tell whether DETNCCL_RANKS selects a rank of this
   // job; the first communicator's size is only a guess at it, so this is a warning.
   if (!world && process.config.trace >= config::TraceLevel::kHash) {
-    if (auto problem = config::rank_window_problem(process.config, header.world_size)) log_warning(*problem);
+    if (auto problem = config::rank_window_problem(process.config, header.world_size)) {
+      log_warning("no launcher variable gives the world size; if it is the first communicator's: " + *problem);
+    }
   }
   int nccl_version = 0;
   if (DETNCCL_REAL(ncclGetVersion)(&nccl_version) == ncclSuccess) header.nccl_version = nccl_version;

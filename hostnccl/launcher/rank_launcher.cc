@@ -197,7 +197,10 @@ std::vector<char*> as_pointer_array(std::vector<std::string>& strings) {
   if (stdout_fd >= 0 && dup2(stdout_fd, STDOUT_FILENO) < 0) _exit(127);
   if (stderr_fd >= 0 && dup2(stderr_fd, STDERR_FILENO) < 0) _exit(127);
   execve(program_path.c_str(), argv, envp);
-  const char* reason = strerror(errno);
+  // RATIONALE: between fork and exec only async-signal-safe calls: strerrordesc_np reads a constant table (strerror
+  // may translate, and so lock).
+  const char* reason = strerrordesc_np(errno);
+  if (reason == nullptr) reason = "unknown error";
   constexpr std::string_view kPrefix = "hostnccl-run: cannot execute ";
   [[maybe_unused]] ssize_t ignored = write(STDERR_FILENO, kPrefix.data(), kPrefix.size());
   ignored = write(STDERR_FILENO, program_path.data(), program_path.size());
