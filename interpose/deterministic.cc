@@ -179,7 +179,8 @@ ncclResult_t issue_to_nccl(const CallShape& shape) {
 // driver fails to say; *driver_status then holds its error.
 BufferLocation buffers_of(const CallShape& shape, int* driver_status) {
   BufferLocation where = BufferLocation::kHost;
-  for (const void* data : {shape.input.data, shape.output.data}) {
+  const void* output = shape.output.data == shape.input.data ? nullptr : shape.output.data;  // in place: asked once
+  for (const void* data : {shape.input.data, output}) {
     if (data == nullptr) continue;
     const BufferLocation location = locate_buffer(data, driver_status);
     if (location == BufferLocation::kUnknown) return location;

@@ -398,29 +398,22 @@ TEST(ShimDeterministic, OneThreadDrivingSeveralRanksOfACommunicatorInAGroupIsRec
   // ncclCommInitAll, then one group per call with an AllReduce on every rank from the main thread. Deterministic
   // reductions deferred to ncclGroupEnd run one communicator after another, so the first would wait for ranks the
   // same thread has not driven yet: =1 stops the job naming the pattern, =warn hands them to NCCL (right sums).
-  const auto one_thread = [](const std::string& mode) {
-    return run("env HOSTNCCL_TIMEOUT_S=10 " + mode +
-               " LD_PRELOAD=" DETNCCL_SHIM_PATH " timeout 60 " DETNCCL_THREADS_JOB " 3 4 --one-thread");
-  };
-  const CommandResult stopped = one_thread("DETNCCL_DETERMINISTIC=1");
-  EXPECT_EQ(stopped.exit_code, 78) << stopped.output;
-  EXPECT_NE(stopped.output.find("two ranks of one communicator"), std::string::npos) << stopped.output;
-  const CommandResult warned = one_thread("DETNCCL_DETERMINISTIC=warn");
-  EXPECT_EQ(warned.exit_code, 0) << warned.output;
-  EXPECT_NE(warned.output.find("NOT deterministic"), std::string::npos) << warned.output;
-  EXPECT_NE(warned.output.find("every output as expected"), std::string::npos) << warned.output;
-  // The same on the children of splits made in one group, which NCCL hands over only at the group's end: the shim
-  // learns that they are ranks of one communicator when it reads their handles there.
-  const auto one_thread_split = [](const std::string& mode) {
-    return run("env HOSTNCCL_TIMEOUT_S=10 " + mode +
-               " LD_PRELOAD=" DETNCCL_SHIM_PATH " timeout 60 " DETNCCL_THREADS_JOB " 3 4 --one-thread-split");
-  };
-  const CommandResult split_stopped = one_thread_split("DETNCCL_DETERMINISTIC=1");
-  EXPECT_EQ(split_stopped.exit_code, 78) << split_stopped.output;
-  EXPECT_NE(split_stopped.output.find("two ranks of one communicator"), std::string::npos) << split_stopped.output;
-  const CommandResult split_warned = one_thread_split("DETNCCL_DETERMINISTIC=warn");
-  EXPECT_EQ(split_warned.exit_code, 0) << split_warned.output;
-  EXPECT_NE(split_warned.output.find("every output as expected"), std::string::npos) << split_warned.output;
+  // The same on the children of splits made in one group (--one-thread-split), which NCCL hands over only at the
+  // group's end: the shim learns that they are ranks of one communicator when it reads their handles there.
+  for (const std::string pattern : {"--one-thread", "--one-thread-split"}) {
+    const auto one_thread = [&](const std::string& mode) {
+      return run("env HOSTNCCL_TIMEOUT_S=10 " + mode +
+                 " LD_PRELOAD=" DETNCCL_SHIM_PATH " timeout 60 " DETNCCL_THREADS_JOB " 3 4 " + pattern);
+    };
+    const CommandResult stopped = one_thread("DETNCCL_DETERMINISTIC=1");
+    EXPECT_EQ(stopped.exit_code, 78) << pattern << "\n" << stopped.output;
+    EXPECT_NE(stopped.output.find("two ranks of one communicator"), std::string::npos) << pattern << "\n"
+                                                                                       << stopped.output;
+    const CommandResult warned = one_thread("DETNCCL_DETERMINISTIC=warn");
+    EXPECT_EQ(warned.exit_code, 0) << pattern << "\n" << warned.output;
+    EXPECT_NE(warned.output.find("NOT deterministic"), std::string::npos) << pattern << "\n" << warned.output;
+    EXPECT_NE(warned.output.find("every output as expected"), std::string::npos) << pattern << "\n" << warned.output;
+  }
   // One thread per rank of the same ncclCommInitAll, each grouping its own calls, is not that pattern.
   const CommandResult threads = run("env HOSTNCCL_TIMEOUT_S=10 DETNCCL_DETERMINISTIC=1 LD_PRELOAD=" DETNCCL_SHIM_PATH
                                     " timeout 60 " DETNCCL_THREADS_JOB " 3 6");
