@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "hash/fingerprint.h"
 #include "hash/parallel_fingerprint.h"
+#include "posix/file_descriptor.h"
 
 namespace {
 
@@ -33,20 +34,7 @@ struct Digests {
   std::vector<std::uint64_t> segments;
 };
 
-// Closes a file descriptor on every path out of a scope.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
+using detnccl::posix::FileDescriptor;
 
 std::runtime_error system_error(const std::string& what) {
   return std::runtime_error(what + ": " + std::strerror(errno));

@@ -1,6 +1,5 @@
 #include "hostnccl/unique_id.h"
 
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,6 +11,7 @@
 #include <xxhash.h>
 
 #include "hostnccl/shm_names.h"
+#include "posix/io.h"
 
 namespace hostnccl {
 
@@ -27,15 +27,9 @@ ncclResult_t make_unique_id(ncclUniqueId* id, std::string* error) {
     }
   }
   std::uint8_t random[16];
-  std::size_t filled = 0;
-  while (filled < sizeof random) {
-    const ssize_t got = getrandom(random + filled, sizeof random - filled, 0);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      *error = std::string("hostnccl: getrandom failed: ") + std::strerror(errno);
-      return ncclSystemError;
-    }
-    filled += static_cast<std::size_t>(got);
+  if (const int failure = detnccl::posix::fill_random(random, sizeof random); failure != 0) {
+    *error = std::string("hostnccl: getrandom failed: ") + std::strerror(failure);
+    return ncclSystemError;
   }
   const std::uint32_t magic = kUniqueIdMagic, version = kUniqueIdVersion;
   const std::int32_t pid = static_cast<std::int32_t>(getpid());

@@ -17,6 +17,8 @@
 #include <optional>
 #include <utility>
 
+#include "posix/file_descriptor.h"
+
 // Linux 5.14's madvise advice; older C libraries lack the name, older kernels refuse it with EINVAL.
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -82,21 +84,7 @@ std::string make_directories(const std::string& dir) {
   return {};
 }
 
-// A file descriptor closed on scope exit unless released.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
+using detnccl::posix::FileDescriptor;
 
 // When this process started, as CLOCK_REALTIME nanoseconds (to the kernel's clock tick); 0 when unknown.
 std::uint64_t process_start_ns() noexcept {

@@ -10,7 +10,7 @@ add_dependencies(test_launcher hostnccl-run)
 # An NCCL job over hostnccl for the launcher to run, once the hostnccl library exists.
 if(TARGET hostnccl)
   add_executable(launcher_allreduce_job launcher_allreduce_job.cc)
-  target_link_libraries(launcher_allreduce_job PRIVATE detnccl_bootstrap hostnccl detnccl_options)
+  target_link_libraries(launcher_allreduce_job PRIVATE detnccl_bootstrap detnccl_posix hostnccl detnccl_options)
   target_compile_definitions(test_launcher PRIVATE LAUNCHER_ALLREDUCE_JOB_PATH="$<TARGET_FILE:launcher_allreduce_job>")
   add_dependencies(test_launcher launcher_allreduce_job)
 endif()

@@ -11,13 +11,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "abi/nccl_abi.h"
 #include "hostnccl/launcher/bootstrap.h"
+#include "posix/io.h"
 
 namespace {
 
@@ -58,9 +58,9 @@ bool all_reduce_and_check(ncclComm_t comm, int rank, int world_size, std::int64_
 
 // Writes `text` to `path` through a temporary file and a rename, so a reader sees all of it or nothing.
 void publish_file(const std::string& path, const std::string& text) {
-  const std::string temporary = path + ".tmp";
-  std::ofstream(temporary) << text;
-  std::rename(temporary.c_str(), path.c_str());
+  std::string error;
+  if (!detnccl::posix::replace_file(path, text.data(), text.size(), &error))
+    std::fprintf(stderr, "%s\n", error.c_str());
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <iterator>
 
 #include "hash/fingerprint.h"
+#include "posix/io.h"
 
 namespace train {
 namespace {
@@ -70,19 +71,6 @@ class ByteReader {
 
 std::string errno_text() { return std::strerror(errno); }
 
-bool write_all(int fd, const char* data, std::size_t size) {
-  while (size > 0) {
-    const ssize_t written = ::write(fd, data, size);
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    data += written;
-    size -= static_cast<std::size_t>(written);
-  }
-  return true;
-}
-
 }  // namespace
 
 std::string checkpoint_file_name(std::uint64_t steps) {
@@ -123,34 +111,9 @@ bool write_checkpoint(const std::string& path, const Checkpoint& checkpoint, std
   out.put_floats(checkpoint.velocity);
   out.put(detnccl::hash::fingerprint(out.data().data(), out.written()));
 
-  const std::filesystem::path target(path);
-  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    *error = "cannot create " + temporary + ": " + errno_text();
-    return false;
-  }
-  const bool written = write_all(fd, out.data().data(), out.data().size()) && ::fsync(fd) == 0;
-  const std::string write_error = errno_text();
-  ::close(fd);
-  if (!written) {
-    *error = "cannot write " + temporary + ": " + write_error;
-    ::unlink(temporary.c_str());
-    return false;
-  }
-  if (::rename(temporary.c_str(), path.c_str()) != 0) {
-    *error = "cannot rename " + temporary + " to " + path + ": " + errno_text();
-    ::unlink(temporary.c_str());
-    return false;
-  }
   // The rename itself is durable only once the directory is synced.
-  const std::string directory = target.has_parent_path() ? target.parent_path().string() : ".";
-  const int directory_fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (directory_fd >= 0) {
-    ::fsync(directory_fd);
-    ::close(directory_fd);
-  }
-  return true;
+  return detnccl::posix::replace_file(path, out.data().data(), out.data().size(), error,
+                                      {.mode = 0644, .exclusive = false, .sync_directory = true});
 }
 
 bool read_checkpoint(const std::string& path, Checkpoint* checkpoint, std::string* error) {

@@ -13,24 +13,12 @@
 #include <thread>
 
 #include "hostnccl/timeout_setting.h"
+#include "posix/io.h"
 
 namespace detnccl {
 namespace {
 
 std::string errno_text() { return std::strerror(errno); }
-
-bool write_fully(int fd, const char* data, std::size_t size) {
-  while (size > 0) {
-    const ssize_t written = write(fd, data, size);
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    data += written;
-    size -= static_cast<std::size_t>(written);
-  }
-  return true;
-}
 
 bool publish_unique_id(const std::string& path, ncclUniqueId* id, std::string* error) {
   const ncclResult_t result = ncclGetUniqueId(id);
@@ -38,27 +26,9 @@ bool publish_unique_id(const std::string& path, ncclUniqueId* id, std::string* e
     *error = std::string("ncclGetUniqueId failed: ") + ncclGetErrorString(result);
     return false;
   }
-  const std::string temporary = path + ".tmp." + std::to_string(getpid());
-  const int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    *error = "cannot create " + temporary + ": " + errno_text();
-    return false;
-  }
   // RATIONALE: write, fsync, then rename: a reader sees either no file or the whole id, never part of it.
-  const bool written = write_fully(fd, id->internal, sizeof(id->internal)) && fsync(fd) == 0;
-  const std::string write_error = errno_text();
-  close(fd);
-  if (!written) {
-    unlink(temporary.c_str());
-    *error = "cannot write " + temporary + ": " + write_error;
-    return false;
-  }
-  if (rename(temporary.c_str(), path.c_str()) != 0) {
-    *error = "cannot rename " + temporary + " to " + path + ": " + errno_text();
-    unlink(temporary.c_str());
-    return false;
-  }
-  return true;
+  return posix::replace_file(path, id->internal, sizeof(id->internal), error,
+                             {.mode = 0600, .exclusive = true, .sync_directory = false});
 }
 
 // Reads the published id; returns 1 on success, 0 if the file does not exist yet, -1 on an error.
@@ -69,17 +39,9 @@ int read_unique_id(const std::string& path, ncclUniqueId* id, std::string* error
     *error = "cannot open " + path + ": " + errno_text();
     return -1;
   }
-  std::size_t total = 0;
-  bool failed = false;
-  while (total < sizeof(id->internal)) {
-    const ssize_t count = read(fd, id->internal + total, sizeof(id->internal) - total);
-    if (count < 0 && errno == EINTR) continue;
-    if (count <= 0) {
-      failed = count < 0;
-      break;
-    }
-    total += static_cast<std::size_t>(count);
-  }
+  const ssize_t count = posix::read_full(fd, id->internal, sizeof(id->internal));
+  const bool failed = count < 0;
+  const std::size_t total = failed ? 0 : static_cast<std::size_t>(count);
   char extra = 0;
   const bool longer = !failed && total == sizeof(id->internal) && read(fd, &extra, 1) > 0;
   const std::string read_error = errno_text();

@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,19 +9,15 @@
 #include <cstdint>
 #include <cstring>
 
+#include "posix/io.h"
+
 namespace detnccl::launcher {
 
 bool make_job_tag(std::string* tag, std::string* error) {
   std::uint8_t random[8];
-  std::size_t filled = 0;
-  while (filled < sizeof random) {
-    const ssize_t got = getrandom(random + filled, sizeof random - filled, 0);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      *error = std::string("getrandom failed: ") + std::strerror(errno);
-      return false;
-    }
-    filled += static_cast<std::size_t>(got);
+  if (const int failure = posix::fill_random(random, sizeof random); failure != 0) {
+    *error = std::string("getrandom failed: ") + std::strerror(failure);
+    return false;
   }
   static constexpr char kHex[] = "0123456789abcdef";
   *tag = std::to_string(getpid());

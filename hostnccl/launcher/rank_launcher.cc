@@ -25,6 +25,7 @@
 #include "hostnccl/launcher/job_shm.h"
 #include "hostnccl/launcher/line_prefixer.h"
 #include "hostnccl/shm_names.h"
+#include "posix/io.h"
 
 extern char** environ;
 
@@ -58,18 +59,7 @@ sigset_t handled_signal_set() {
   return set;
 }
 
-// Writes all of `text` to `fd`; returns false when the reader has gone away (EPIPE) or another error occurs.
-bool write_all(int fd, std::string_view text) {
-  while (!text.empty()) {
-    const ssize_t written = write(fd, text.data(), text.size());
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    text.remove_prefix(static_cast<std::size_t>(written));
-  }
-  return true;
-}
+using posix::write_all;
 
 void report(const std::string& message) { write_all(STDERR_FILENO, "hostnccl-run: " + message + "\n"); }
 
