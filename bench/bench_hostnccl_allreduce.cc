@@ -28,7 +28,7 @@
 #include <benchmark/benchmark.h>
 
 #include "abi/nccl_abi.h"
-#include "hostnccl/launcher/bootstrap.h"
+#include "launcher/bootstrap.h"
 
 namespace {
 

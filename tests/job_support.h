@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "abi/nccl_abi.h"
-#include "hostnccl/launcher/bootstrap.h"
+#include "launcher/bootstrap.h"
 
 namespace detnccl::test {
 
@@ -38,7 +38,7 @@ inline SetStepFunction find_set_step() {
   return reinterpret_cast<SetStepFunction>(dlsym(RTLD_DEFAULT, "detnccl_set_step"));
 }
 
-// Gives every rank the job's ncclUniqueId (hostnccl-run's bootstrap, hostnccl/launcher/bootstrap.h); false, with a
+// Gives every rank the job's ncclUniqueId (hostnccl-run's bootstrap, launcher/bootstrap.h); false, with a
 // message on stderr, when it cannot.
 inline bool share_job_unique_id(int rank, ncclUniqueId* id) {
   std::string error;

@@ -1,4 +1,4 @@
-# hostnccl-run and the unique-id bootstrap helper. The tests run the launcher binary itself.
+# hostnccl-run and the unique-id bootstrap helper (launcher/). The tests run the launcher binary itself.
 add_executable(test_launcher test_launcher.cc)
 target_link_libraries(test_launcher PRIVATE hostnccl_launcher_core detnccl_bootstrap detnccl_options
                                             GTest::gtest_main)

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "abi/nccl_abi.h"
-#include "hostnccl/launcher/bootstrap.h"
+#include "launcher/bootstrap.h"
 #include "posix/io.h"
 
 namespace {

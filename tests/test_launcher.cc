@@ -28,10 +28,10 @@
 #include <gtest/gtest.h>
 
 #include "abi/nccl_abi.h"
-#include "hostnccl/launcher/bootstrap.h"
-#include "hostnccl/launcher/job_shm.h"
-#include "hostnccl/launcher/line_prefixer.h"
-#include "hostnccl/launcher/rank_launcher.h"
+#include "launcher/bootstrap.h"
+#include "launcher/job_shm.h"
+#include "launcher/line_prefixer.h"
+#include "launcher/rank_launcher.h"
 #include "hostnccl/shm_names.h"
 #include "hostnccl/timeout_setting.h"
 

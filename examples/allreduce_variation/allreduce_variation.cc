@@ -19,7 +19,7 @@
 
 #include "abi/nccl_abi.h"
 #include "hash/fingerprint.h"
-#include "hostnccl/launcher/bootstrap.h"
+#include "launcher/bootstrap.h"
 
 namespace {
 

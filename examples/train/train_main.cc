@@ -35,7 +35,7 @@
 #include "examples/train/perturbation.h"
 #include "examples/train/synthetic_task.h"
 #include "hash/fingerprint.h"
-#include "hostnccl/launcher/bootstrap.h"
+#include "launcher/bootstrap.h"
 
 namespace {
 

@@ -5,8 +5,8 @@
 // specific to hostnccl: the functions call whichever ncclGetUniqueId the program links (hostnccl's or a real
 // NCCL's), so the same program runs over both. Link the static library target `detnccl_bootstrap`; the program
 // itself provides NCCL.
-#ifndef DETNCCL_HOSTNCCL_LAUNCHER_BOOTSTRAP_H
-#define DETNCCL_HOSTNCCL_LAUNCHER_BOOTSTRAP_H
+#ifndef DETNCCL_LAUNCHER_BOOTSTRAP_H
+#define DETNCCL_LAUNCHER_BOOTSTRAP_H
 
 #include <chrono>
 #include <string>
@@ -34,4 +34,4 @@ bool share_unique_id_through_file(const std::string& path, int rank, std::chrono
 
 }  // namespace detnccl
 
-#endif  // DETNCCL_HOSTNCCL_LAUNCHER_BOOTSTRAP_H
+#endif  // DETNCCL_LAUNCHER_BOOTSTRAP_H

@@ -1,4 +1,4 @@
-#include "hostnccl/launcher/line_prefixer.h"
+#include "launcher/line_prefixer.h"
 
 #include <utility>
 

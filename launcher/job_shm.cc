@@ -1,4 +1,4 @@
-#include "hostnccl/launcher/job_shm.h"
+#include "launcher/job_shm.h"
 
 #include <dirent.h>
 #include <fcntl.h>

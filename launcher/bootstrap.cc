@@ -1,4 +1,4 @@
-#include "hostnccl/launcher/bootstrap.h"
+#include "launcher/bootstrap.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

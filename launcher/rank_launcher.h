@@ -1,6 +1,6 @@
 // hostnccl-run: starts the ranks of one single-machine job, relays their output, and stops them all together.
-#ifndef DETNCCL_HOSTNCCL_LAUNCHER_RANK_LAUNCHER_H
-#define DETNCCL_HOSTNCCL_LAUNCHER_RANK_LAUNCHER_H
+#ifndef DETNCCL_LAUNCHER_RANK_LAUNCHER_H
+#define DETNCCL_LAUNCHER_RANK_LAUNCHER_H
 
 #include <chrono>
 #include <functional>
@@ -44,4 +44,4 @@ int launch_ranks(const LaunchOptions& options);
 
 }  // namespace detnccl::launcher
 
-#endif  // DETNCCL_HOSTNCCL_LAUNCHER_RANK_LAUNCHER_H
+#endif  // DETNCCL_LAUNCHER_RANK_LAUNCHER_H

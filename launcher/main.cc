@@ -10,7 +10,7 @@
 #include <system_error>
 #include <vector>
 
-#include "hostnccl/launcher/rank_launcher.h"
+#include "launcher/rank_launcher.h"
 
 namespace {
 

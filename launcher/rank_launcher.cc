@@ -1,4 +1,4 @@
-#include "hostnccl/launcher/rank_launcher.h"
+#include "launcher/rank_launcher.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -22,8 +22,8 @@
 #include <optional>
 #include <string_view>
 
-#include "hostnccl/launcher/job_shm.h"
-#include "hostnccl/launcher/line_prefixer.h"
+#include "launcher/job_shm.h"
+#include "launcher/line_prefixer.h"
 #include "hostnccl/shm_names.h"
 #include "posix/io.h"
 

@@ -4,8 +4,8 @@
 // (the segment exists, not every rank has attached). The launcher gives each job a fresh tag in HOSTNCCL_JOB_TAG,
 // hostnccl puts it into every name it creates (hostnccl/shm_names.h), and once the ranks are gone the launcher
 // removes what still carries the tag.
-#ifndef DETNCCL_HOSTNCCL_LAUNCHER_JOB_SHM_H
-#define DETNCCL_HOSTNCCL_LAUNCHER_JOB_SHM_H
+#ifndef DETNCCL_LAUNCHER_JOB_SHM_H
+#define DETNCCL_LAUNCHER_JOB_SHM_H
 
 #include <string>
 #include <string_view>
@@ -25,4 +25,4 @@ std::vector<std::string> remove_entries_with_prefix(const std::string& directory
 
 }  // namespace detnccl::launcher
 
-#endif  // DETNCCL_HOSTNCCL_LAUNCHER_JOB_SHM_H
+#endif  // DETNCCL_LAUNCHER_JOB_SHM_H

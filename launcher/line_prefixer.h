@@ -1,6 +1,6 @@
 // hostnccl-run: turns one child stream (a rank's stdout or stderr) into whole lines that start with "[rank R] ".
-#ifndef DETNCCL_HOSTNCCL_LAUNCHER_LINE_PREFIXER_H
-#define DETNCCL_HOSTNCCL_LAUNCHER_LINE_PREFIXER_H
+#ifndef DETNCCL_LAUNCHER_LINE_PREFIXER_H
+#define DETNCCL_LAUNCHER_LINE_PREFIXER_H
 
 #include <cstddef>
 #include <functional>
@@ -38,4 +38,4 @@ class LinePrefixer {
 
 }  // namespace detnccl::launcher
 
-#endif  // DETNCCL_HOSTNCCL_LAUNCHER_LINE_PREFIXER_H
+#endif  // DETNCCL_LAUNCHER_LINE_PREFIXER_H
