@@ -13,11 +13,13 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <numeric>
 #include <string>
 #include <vector>
 
 #include "hash/fingerprint.h"
 #include "records/log_reader.h"
+#include "tests/job_support.h"
 #include "tests/test_support.h"
 #include "tests/trace_job_script.h"
 
@@ -190,24 +192,94 @@ TEST(ShimTraceWindows, MetaLevelRecordsCallsWithoutFingerprints) {
   }
 }
 
+// trace_job --wide-allreduce's values per element (kWideCount of them per rank and step).
+constexpr std::size_t kWideCount = 4096;
+
+// The fingerprint of the fp32 sum of the ranks' --wide-allreduce inputs at `step`, added in `order` as one left fold
+// (((x[order[0]] + x[order[1]]) + x[order[2]]) + ...): hostnccl's arithmetic, and with order 0, 1, ..., n-1 its
+// HOSTNCCL_REDUCE_ORDER=rank.
+uint64_t wide_sum_fingerprint(const std::vector<int>& order, int step) {
+  std::vector<float> sum = detnccl::test::wide_magnitude_values(order[0], step, kWideCount);
+  for (std::size_t k = 1; k < order.size(); ++k) {
+    const std::vector<float> values = detnccl::test::wide_magnitude_values(order[k], step, kWideCount);
+    for (std::size_t i = 0; i < kWideCount; ++i) sum[i] += values[i];
+  }
+  return detnccl::hash::fingerprint(sum.data(), sum.size() * sizeof(float));
+}
+
+// Checks that the inputs of `step` make the order of addition visible: every order of the n ranks gives other bits
+// than rank order, except the one that only swaps the first two (x0 + x1 == x1 + x0). So a backend that adds in
+// arrival order, or in any fixed order but rank order, cannot give rank order's bits by luck.
+void expect_only_rank_order_gives_its_bits(int nranks, int step) {
+  ASSERT_GE(nranks, 3) << "with two ranks every order associates alike";
+  std::vector<int> identity(static_cast<std::size_t>(nranks));
+  std::iota(identity.begin(), identity.end(), 0);
+  const uint64_t rank_order = wide_sum_fingerprint(identity, step);
+  std::vector<int> order = identity;
+  std::size_t differing = 0, orders = 0;
+  do {
+    ++orders;
+    // x0 + x1 == x1 + x0: an order that only swaps the first two associates as rank order does.
+    if (std::equal(order.begin() + 2, order.end(), identity.begin() + 2)) {
+      EXPECT_EQ(wide_sum_fingerprint(order, step), rank_order);
+    } else if (wide_sum_fingerprint(order, step) != rank_order) {
+      ++differing;
+    } else {
+      ADD_FAILURE() << "step " << step << ": an order other than rank order gives rank order's bits";
+    }
+  } while (std::next_permutation(order.begin(), order.end()));
+  EXPECT_EQ(differing, orders - 2) << "step " << step;
+}
+
+// Checks every AllReduce of a `--wide-allreduce` run traced in rank order: its output is the rank-order sum,
+// computed here, on every rank.
+void expect_rank_order_sums(const std::string& dir, const std::string& run, int nranks, std::size_t calls_per_rank) {
+  for (int rank = 0; rank < nranks; ++rank) {
+    const RankLog log = read_log(rank_log(dir, run, rank));
+    std::vector<int> order(static_cast<std::size_t>(nranks));
+    std::iota(order.begin(), order.end(), 0);
+    std::size_t checked = 0;
+    for (const CallRecord& call : log.calls) {
+      if (call.op != detnccl::records::OpId::kAllReduce) continue;
+      ASSERT_TRUE(call.flags & detnccl::records::kCallOutputFingerprint) << "rank " << rank << " seq " << call.seq;
+      EXPECT_EQ(call.output_fingerprint, wide_sum_fingerprint(order, static_cast<int>(call.step)))
+          << run << ": rank " << rank << " seq " << call.seq << " step " << call.step
+          << ": not the sum in rank order (does the backend ignore HOSTNCCL_REDUCE_ORDER=rank?)";
+      ++checked;
+    }
+    EXPECT_EQ(checked, calls_per_rank) << run << " rank " << rank;
+  }
+}
+
+// Two runs in rank order record the same calls, bit for bit: the script's calls (small integers, exact in any
+// order) and wide-magnitude AllReduces, whose sums hold rank order's bits only when the backend adds in rank order.
 TEST(ShimTraceRuns, TwoRunsInRankOrderGiveIdenticalCallRecords) {
   TempDir dir;
-  for (const char* run_name : {"a", "b"}) {
-    const CommandResult job = run_traced_job(
-        4, "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_DIR=" + dir.path() + " DETNCCL_RUN=" + run_name, "--steps 2");
-    ASSERT_EQ(job.exit_code, 0) << job.output;
-  }
-  for (int rank = 0; rank < 4; ++rank) {
-    const RankLog a = read_log(rank_log(dir.path(), "a", rank));
-    const RankLog b = read_log(rank_log(dir.path(), "b", rank));
-    ASSERT_EQ(a.calls.size(), b.calls.size());
-    for (std::size_t i = 0; i < a.calls.size(); ++i) {
-      // group ids are process-local counters, equal here because both runs made the same calls
-      EXPECT_EQ(static_cast<const detnccl::records::CallFields&>(a.calls[i]),
-                static_cast<const detnccl::records::CallFields&>(b.calls[i]))
-          << "rank " << rank << " call " << i;
+  constexpr int kRanks = 4, kWideSteps = 3;
+  for (int step = 0; step < kWideSteps; ++step) expect_only_rank_order_gives_its_bits(kRanks, step);
+  const std::string wide_job = "--steps " + std::to_string(kWideSteps) + " --wide-allreduce --wide-grouped";
+  for (const auto& [prefix, job_arguments] :
+       {std::pair<std::string, std::string>{"", "--steps 2"}, {"wide-", wide_job}}) {
+    for (const std::string& run_name : {prefix + "a", prefix + "b"}) {
+      const CommandResult job = run_traced_job(
+          kRanks, "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_DIR=" + dir.path() + " DETNCCL_RUN=" + run_name, job_arguments);
+      ASSERT_EQ(job.exit_code, 0) << job.output;
+    }
+    for (int rank = 0; rank < kRanks; ++rank) {
+      const RankLog a = read_log(rank_log(dir.path(), prefix + "a", rank));
+      const RankLog b = read_log(rank_log(dir.path(), prefix + "b", rank));
+      ASSERT_EQ(a.calls.size(), b.calls.size());
+      for (std::size_t i = 0; i < a.calls.size(); ++i) {
+        // group ids are process-local counters, equal here because both runs made the same calls
+        EXPECT_EQ(static_cast<const detnccl::records::CallFields&>(a.calls[i]),
+                  static_cast<const detnccl::records::CallFields&>(b.calls[i]))
+            << prefix << "rank " << rank << " call " << i;
+      }
     }
   }
+  // Two AllReduces per step (one plain, one in a group).
+  for (const char* run_name : {"wide-a", "wide-b"})
+    expect_rank_order_sums(dir.path(), run_name, kRanks, 2 * kWideSteps);
 }
 
 TEST(ShimTraceRuns, AKilledRankLeavesAReadableLog) {
@@ -452,6 +524,8 @@ TEST(ShimTrace, NonBlockingCallsAreFingerprintedOnceEnqueued) {
   };
   traced("blocking", "");
   traced("nonblocking", " --nonblocking");
+  for (int step = 0; step < 4; ++step) expect_only_rank_order_gives_its_bits(kRanks, step);
+  expect_rank_order_sums(dir.path(), "blocking", kRanks, 4 * 2);
   const auto blocking = allreduce_outputs(dir.path(), "blocking", kRanks, false);
   ASSERT_EQ(blocking.size(), static_cast<std::size_t>(kRanks * 4 * 2));
   EXPECT_EQ(blocking, allreduce_outputs(dir.path(), "nonblocking", kRanks, false));
