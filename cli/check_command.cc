@@ -128,3 +128,16 @@ int check_command(const CheckCommandOptions& options) {
 }
 
 }  // namespace detnccl::cli
+
+namespace detnccl::cli {
+
+CommandRun add_check_arguments(CLI::App& app) {
+  auto options = std::make_shared<CheckCommandOptions>();
+  app.add_option("RUN", options->run, "Run directory")->required();
+  app.add_flag("--json", options->json, "Print the result as JSON for tools");
+  app.add_flag("-v,--verbose", options->verbose, "List every finding");
+  app.add_option("-j,--jobs", options->threads, "Threads (default: the cores available)");
+  return [options] { return check_command(*options); };
+}
+
+}  // namespace detnccl::cli

@@ -1,10 +1,16 @@
-// detnccl command: the subcommands of `detnccl` (detnccl_main.cc parses the arguments; one file per command
-// renders its analysis). Each returns the process exit status.
+// detnccl command: the subcommands of `detnccl`. One row of DETNCCL_CLI_SUBCOMMANDS per subcommand, and one file per
+// command (cli/NAME_command.cc) that declares its arguments and renders its analysis; detnccl_main.cc builds the
+// argument parser, the unknown-subcommand message and the dispatch from the table. Each command returns the process
+// exit status.
 #ifndef DETNCCL_CLI_COMMANDS_H
 #define DETNCCL_CLI_COMMANDS_H
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 namespace detnccl::cli {
@@ -13,6 +19,33 @@ namespace detnccl::cli {
 inline constexpr int kExitSame = 0;      // identical / consistent / done
 inline constexpr int kExitDiffers = 1;   // diverged / inconsistent
 inline constexpr int kExitUnusable = 2;  // unusable input or bad arguments (the message names the file and why)
+
+// The subcommands: X(name, description). `detnccl fingerprint` is not a row: it forwards to the detnccl-fingerprint
+// program before any parsing (detnccl_main.cc). tests/test_cli.cc runs every subcommand `detnccl --help` lists
+// (--help exits 0, an unknown option exits 2) and checks that docs/cli.md documents it.
+#define DETNCCL_CLI_SUBCOMMANDS(X)                                                                                  \
+  X(dump, "Print a run's records, one line per record")                                                             \
+  X(diff, "Compare two runs call by call; report the first divergence, its kind, and each rank's first difference") \
+  X(check, "Check one run across its ranks: same collectives on every member, consistent contents")                 \
+  X(stats, "Calls and bytes per operation, communicator and rank; steps; truncated logs")
+
+// What runs a subcommand once its arguments are parsed; returns the exit status.
+using CommandRun = std::function<int()>;
+
+// Arguments that parse but cannot be used together (say, --from-step after --to-step): thrown by a CommandRun
+// before it reads anything; main reports it as bad arguments (exit 2, and the JSON document with --json).
+struct BadArguments : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// add_NAME_arguments (defined in cli/NAME_command.cc): declares the subcommand's arguments on its CLI11 app and
+// returns what runs it. A row without its function is a link error.
+#define DETNCCL_CLI_DECLARE_ADD_ARGUMENTS(name, description) CommandRun add_##name##_arguments(CLI::App& app);
+DETNCCL_CLI_SUBCOMMANDS(DETNCCL_CLI_DECLARE_ADD_ARGUMENTS)
+#undef DETNCCL_CLI_DECLARE_ADD_ARGUMENTS
+
+// The step numbers of --from-step / --to-step: decimal digits that fit in 64 bits (see detnccl_main.cc).
+extern const CLI::Validator kStepNumber;
 
 // `detnccl dump RUN [--rank R] [--format text|jsonl|csv]`: every record, one line each.
 struct DumpOptions {

@@ -46,25 +46,6 @@ int forward_to_fingerprint(int argc, char** argv) {
   return kExitUnusable;
 }
 
-// A step number: decimal digits that fit in 64 bits. RATIONALE: CLI11 converts "-1" to an unsigned by wrapping it to
-// 2^64-1 and saturates numbers too large for 64 bits, which silently turns a typo into "compare nothing".
-const CLI::Validator kStepNumber(
-    [](std::string& text) -> std::string {
-      std::uint64_t value = 0;
-      const char* end = text.data() + text.size();
-      const auto [stop, error] = std::from_chars(text.data(), end, value);
-      if (text.empty() || stop != end || error != std::errc()) {
-        std::string message = "a step must be a whole number from 0 to ";
-        message += std::to_string(std::numeric_limits<std::uint64_t>::max());
-        message += ", not '";
-        message += text;
-        message += "'";
-        return message;
-      }
-      return {};
-    },
-    "STEP");
-
 // After a command: standard output must have been written in full (a full disk, a closed file). Returns the
 // command's status, or kExitUnusable with a message when the output was lost. RATIONALE: a reader that went away
 // (EPIPE: `detnccl dump RUN | head` with SIGPIPE ignored) is not an error worth a message; with SIGPIPE at its
@@ -100,17 +81,52 @@ void report_bad_arguments_as_json(int argc, char** argv, const std::string& mess
             << "\n";
 }
 
-// The subcommands, for a clear message about an unknown one.
-constexpr std::string_view kSubcommands[] = {"dump", "diff", "check", "stats", "fingerprint"};
+// The subcommands' names, for a clear message about an unknown one.
+#define DETNCCL_CLI_SUBCOMMAND_NAME(name, description) #name,
+constexpr std::string_view kSubcommands[] = {DETNCCL_CLI_SUBCOMMANDS(DETNCCL_CLI_SUBCOMMAND_NAME) "fingerprint"};
+#undef DETNCCL_CLI_SUBCOMMAND_NAME
+
+// "dump, diff, check, stats or fingerprint".
+std::string subcommand_list() {
+  std::string list;
+  for (std::size_t i = 0; i < std::size(kSubcommands); ++i) {
+    if (i > 0) list += i + 1 == std::size(kSubcommands) ? " or " : ", ";
+    list += kSubcommands[i];
+  }
+  return list;
+}
 
 }  // namespace
+
+namespace detnccl::cli {
+
+// A step number: decimal digits that fit in 64 bits. RATIONALE: CLI11 converts "-1" to an unsigned by wrapping it to
+// 2^64-1 and saturates numbers too large for 64 bits, which silently turns a typo into "compare nothing".
+const CLI::Validator kStepNumber(
+    [](std::string& text) -> std::string {
+      std::uint64_t value = 0;
+      const char* end = text.data() + text.size();
+      const auto [stop, error] = std::from_chars(text.data(), end, value);
+      if (text.empty() || stop != end || error != std::errc()) {
+        std::string message = "a step must be a whole number from 0 to ";
+        message += std::to_string(std::numeric_limits<std::uint64_t>::max());
+        message += ", not '";
+        message += text;
+        message += "'";
+        return message;
+      }
+      return {};
+    },
+    "STEP");
+
+}  // namespace detnccl::cli
 
 int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "fingerprint") == 0) return forward_to_fingerprint(argc, argv);
   if (argc >= 2 && argv[1][0] != '-' &&
       std::find(std::begin(kSubcommands), std::end(kSubcommands), std::string_view(argv[1])) ==
           std::end(kSubcommands)) {
-    std::cerr << "detnccl: unknown subcommand '" << argv[1] << "' (dump, diff, check, stats or fingerprint)\n"
+    std::cerr << "detnccl: unknown subcommand '" << argv[1] << "' (" << subcommand_list() << ")\n"
               << "Run with --help for more information.\n";
     return kExitUnusable;
   }
@@ -122,45 +138,19 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "detnccl 0.1.0");
 
-  DumpOptions dump;
-  CLI::App* dump_app = app.add_subcommand("dump", "Print a run's records, one line per record");
-  dump_app->add_option("RUN", dump.run, "Run directory (DETNCCL_DIR/RUN) or one rank-NNNNN.dnc file")->required();
-  dump_app->add_option("--rank", dump.rank, "Only this rank's log");
-  dump_app->add_option("--format", dump.format, "Output format")
-      ->check(CLI::IsMember({"text", "jsonl", "csv"}))
-      ->capture_default_str();
-
-  DiffCommandOptions diff;
-  CLI::App* diff_app = app.add_subcommand(
-      "diff", "Compare two runs call by call; report the first divergence, its kind, and each rank's first difference");
-  diff_app->add_option("RUN_A", diff.run_a, "First run directory")->required();
-  diff_app->add_option("RUN_B", diff.run_b, "Second run directory")->required();
-  diff_app
-      ->add_option("--from-step", diff.from_step,
-                   "Compare only calls of steps >= K, aligned from the first call of that range (a run resumed "
-                   "from a checkpoint at step K against the run that never stopped)")
-      ->check(kStepNumber);
-  diff_app->add_option("--to-step", diff.to_step, "Compare only calls of steps <= K")->check(kStepNumber);
-  diff_app->add_flag("--json", diff.json, "Print the result as JSON for tools");
-  diff_app->add_flag("-v,--verbose", diff.verbose, "List every rank and receiver");
-  diff_app->add_option("-j,--jobs", diff.threads, "Threads (default: the cores available)");
-
-  CheckCommandOptions check;
-  CLI::App* check_app = app.add_subcommand(
-      "check", "Check one run across its ranks: same collectives on every member, consistent contents");
-  check_app->add_option("RUN", check.run, "Run directory")->required();
-  check_app->add_flag("--json", check.json, "Print the result as JSON for tools");
-  check_app->add_flag("-v,--verbose", check.verbose, "List every finding");
-  check_app->add_option("-j,--jobs", check.threads, "Threads (default: the cores available)");
-
-  StatsCommandOptions stats;
-  CLI::App* stats_app =
-      app.add_subcommand("stats", "Calls and bytes per operation, communicator and rank; steps; truncated logs");
-  stats_app->add_option("RUN", stats.run, "Run directory or one rank-NNNNN.dnc file")->required();
-  stats_app->add_flag("--json", stats.json, "Print the result as JSON for tools");
-  stats_app->add_flag("-v,--verbose", stats.verbose, "List every rank");
-  stats_app->add_option("-j,--jobs", stats.threads, "Threads (default: the cores available)");
-
+  struct Subcommand {
+    const char* name;
+    CLI::App* app;
+    CommandRun run;
+  };
+  std::vector<Subcommand> subcommands;
+#define DETNCCL_CLI_ADD_SUBCOMMAND(name, description)                  \
+  {                                                                    \
+    CLI::App* sub = app.add_subcommand(#name, description);            \
+    subcommands.push_back({#name, sub, add_##name##_arguments(*sub)}); \
+  }
+  DETNCCL_CLI_SUBCOMMANDS(DETNCCL_CLI_ADD_SUBCOMMAND)
+#undef DETNCCL_CLI_ADD_SUBCOMMAND
   app.add_subcommand("fingerprint", "Fingerprint files (runs detnccl-fingerprint; see its --help)");
 
   try {
@@ -172,23 +162,18 @@ int main(int argc, char** argv) {
     report_bad_arguments_as_json(argc, argv, e.what());
     return kExitUnusable;
   }
-  try {
-    if (dump_app->parsed()) return finish_output("dump", dump_command(dump));
-    if (diff_app->parsed()) {
-      if (diff.from_step && diff.to_step && *diff.from_step > *diff.to_step) {
-        const std::string message =
-            "--from-step " + std::to_string(*diff.from_step) + " is after --to-step " + std::to_string(*diff.to_step);
-        std::cerr << "detnccl diff: " << message << "\n";
-        report_bad_arguments_as_json(argc, argv, message);
-        return finish_output("diff", kExitUnusable);
-      }
-      return finish_output("diff", diff_command(diff));
+  for (const Subcommand& subcommand : subcommands) {
+    if (!subcommand.app->parsed()) continue;
+    try {
+      return finish_output(subcommand.name, subcommand.run());
+    } catch (const BadArguments& e) {
+      std::cerr << "detnccl " << subcommand.name << ": " << e.what() << "\n";
+      report_bad_arguments_as_json(argc, argv, e.what());
+      return finish_output(subcommand.name, kExitUnusable);
+    } catch (const std::exception& e) {
+      std::cerr << "detnccl: " << e.what() << "\n";
+      return kExitUnusable;
     }
-    if (check_app->parsed()) return finish_output("check", check_command(check));
-    if (stats_app->parsed()) return finish_output("stats", stats_command(stats));
-  } catch (const std::exception& e) {
-    std::cerr << "detnccl: " << e.what() << "\n";
-    return kExitUnusable;
   }
   return kExitUnusable;
 }

@@ -356,3 +356,28 @@ int diff_command(const DiffCommandOptions& options) {
 }
 
 }  // namespace detnccl::cli
+
+namespace detnccl::cli {
+
+CommandRun add_diff_arguments(CLI::App& app) {
+  auto options = std::make_shared<DiffCommandOptions>();
+  app.add_option("RUN_A", options->run_a, "First run directory")->required();
+  app.add_option("RUN_B", options->run_b, "Second run directory")->required();
+  app.add_option("--from-step", options->from_step,
+                 "Compare only calls of steps >= K, aligned from the first call of that range (a run resumed "
+                 "from a checkpoint at step K against the run that never stopped)")
+      ->check(kStepNumber);
+  app.add_option("--to-step", options->to_step, "Compare only calls of steps <= K")->check(kStepNumber);
+  app.add_flag("--json", options->json, "Print the result as JSON for tools");
+  app.add_flag("-v,--verbose", options->verbose, "List every rank and receiver");
+  app.add_option("-j,--jobs", options->threads, "Threads (default: the cores available)");
+  return [options] {
+    if (options->from_step && options->to_step && *options->from_step > *options->to_step) {
+      throw BadArguments("--from-step " + std::to_string(*options->from_step) + " is after --to-step " +
+                         std::to_string(*options->to_step));
+    }
+    return diff_command(*options);
+  };
+}
+
+}  // namespace detnccl::cli

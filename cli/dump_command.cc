@@ -293,3 +293,17 @@ int dump_command(const DumpOptions& options) {
 }
 
 }  // namespace detnccl::cli
+
+namespace detnccl::cli {
+
+CommandRun add_dump_arguments(CLI::App& app) {
+  auto options = std::make_shared<DumpOptions>();
+  app.add_option("RUN", options->run, "Run directory (DETNCCL_DIR/RUN) or one rank-NNNNN.dnc file")->required();
+  app.add_option("--rank", options->rank, "Only this rank's log");
+  app.add_option("--format", options->format, "Output format")
+      ->check(CLI::IsMember({"text", "jsonl", "csv"}))
+      ->capture_default_str();
+  return [options] { return dump_command(*options); };
+}
+
+}  // namespace detnccl::cli

@@ -522,6 +522,37 @@ TEST(Cli, DiffAndCheckSayWhenTheySkipRecordsOfUnknownTypes) {
 }
 
 // Bad arguments exit with 2 in every command (docs/cli.md), `detnccl fingerprint` included.
+// Every subcommand `detnccl --help` lists (the table in cli/commands.h, plus fingerprint) answers --help, refuses an
+// unknown option with exit status 2, and has its synopsis line and its section in docs/cli.md: a subcommand added
+// to the table without its documentation, or with a broken argument parser, fails here.
+TEST(Cli, EverySubcommandTheHelpListsHasHelpRefusesBadOptionsAndIsDocumented) {
+  const CommandResult help = detnccl("--help");
+  ASSERT_EQ(help.exit_code, 0) << help.output;
+  std::vector<std::string> names;
+  for (const std::string& row : lines_after(help.output, "Subcommands:", "\x01")) {
+    std::istringstream words(row);
+    std::string name;
+    if (words >> name) names.push_back(name);
+  }
+  ASSERT_GE(names.size(), 5u) << help.output;
+  std::ifstream docs_file(DETNCCL_SOURCE_DIR "/docs/cli.md");
+  ASSERT_TRUE(docs_file) << "cannot read docs/cli.md";
+  const std::string docs{std::istreambuf_iterator<char>(docs_file), std::istreambuf_iterator<char>()};
+  for (const std::string& name : names) {
+    const CommandResult own_help = detnccl(name + " --help", /*with_stderr=*/true);
+    EXPECT_EQ(own_help.exit_code, 0) << name << ": " << own_help.output;
+    EXPECT_NE(own_help.output.find(name), std::string::npos) << name << ": " << own_help.output;
+    const CommandResult bad = detnccl(name + " --frobnicate", /*with_stderr=*/true);
+    EXPECT_EQ(bad.exit_code, 2) << name << ": " << bad.output;
+    EXPECT_NE(docs.find("\ndetnccl " + name + " "), std::string::npos) << "docs/cli.md has no synopsis of " << name;
+    if (name == "fingerprint") continue;  // its own page, docs/fingerprint.md
+    EXPECT_NE(docs.find("## `" + name + "`"), std::string::npos) << "docs/cli.md has no section on " << name;
+  }
+  const CommandResult unknown = detnccl("frobnicate", /*with_stderr=*/true);
+  EXPECT_EQ(unknown.exit_code, 2);
+  for (const std::string& name : names) EXPECT_NE(unknown.output.find(name), std::string::npos) << unknown.output;
+}
+
 TEST(Cli, BadArgumentsExitTwoInEveryCommand) {
   TempDir dir;
   ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "a", {}), "");
