@@ -50,10 +50,6 @@ struct Arguments {
 template <typename T, typename... Args>
 constexpr int count_of = (0 + ... + (std::is_same_v<T, Args> ? 1 : 0));
 
-// The one row of `op`, found at compile time (shape_of's static_asserts need it as a constant).
-template <records::OpId kOp>
-constexpr abi::TracedOpRow kRowOf = *abi::traced_op_row(static_cast<std::uint16_t>(kOp));
-
 BufferShape side_of(const void* data, abi::Blocks blocks, abi::OnRanks on, bool per_peer) noexcept {
   BufferShape side;
   if (blocks == abi::Blocks::kNone) return side;
@@ -68,7 +64,8 @@ BufferShape side_of(const void* data, abi::Blocks blocks, abi::OnRanks on, bool 
 // op's row against the function's parameters, so a row that contradicts its function does not compile.
 template <records::OpId kOp, typename... Args>
 CallShape shape_of(Args... args) noexcept {
-  static constexpr const abi::TracedOpRow& row = kRowOf<kOp>;
+  // The op's row of the table itself (CallShape::row points into it), found at compile time.
+  static constexpr const abi::TracedOpRow& row = *abi::traced_op_row(static_cast<std::uint16_t>(kOp));
   static_assert(count_of<size_t, Args...> == 1 && count_of<ncclDataType_t, Args...> == 1 &&
                     count_of<ncclComm_t, Args...> == 1 && count_of<cudaStream_t, Args...> == 1,
                 "a traced call takes one count, datatype, communicator and stream");
