@@ -4,6 +4,7 @@
 // written here independently of the table, and from the C++ storage types of collectives/dtype_arith.h.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -14,6 +15,7 @@
 #include "abi/traced_ops.h"
 #include "cli/analysis/call_layout.h"
 #include "collectives/dtype_arith.h"
+#include "config/config.h"
 #include "interpose/call_shape.h"
 #include "records/log_format.h"
 
@@ -204,6 +206,23 @@ TEST(TracedOps, UnknownOperationsHaveNoRowNameOrBuffers) {
   }
   EXPECT_EQ(detnccl::abi::traced_op_row_of_nccl_name("ncclGroupStart"), nullptr);
   EXPECT_EQ(detnccl::abi::traced_op_row_of_nccl_name("AllReduce"), nullptr);
+}
+
+// DETNCCL_OPS accepts every operation of the table, and its help lists each one (the help text is written by hand).
+TEST(TracedOps, DetncclOpsAcceptsAndListsEveryOperation) {
+  const std::string_view accepted = detnccl::config::env_var_info(detnccl::config::EnvVar::kOps).accepted_text;
+  std::set<std::string_view> words;  // the help's words, without commas
+  for (std::size_t at = 0; at < accepted.size();) {
+    const std::size_t end = std::min(accepted.find_first_of(", ", at), accepted.size());
+    if (end > at) words.insert(accepted.substr(at, end - at));
+    at = end + 1;
+  }
+  for (const TracedOpRow& row : detnccl::abi::kTracedOps) {
+    SCOPED_TRACE(std::string(row.name));
+    EXPECT_TRUE(detnccl::config::traced_op_from_name(row.name).has_value());
+    EXPECT_EQ(words.count(row.name), 1u) << "the DETNCCL_OPS help (config/env_vars.h) does not list it: " << accepted;
+  }
+  EXPECT_EQ(detnccl::config::kTracedOpCount, std::size(detnccl::abi::kTracedOps));
 }
 
 // The shim's in-place rule as interpose/tracer.cc's begin_call wrote it before the table existed, kept here as the
