@@ -18,4 +18,5 @@ endif()
 add_executable(test_traced_ops test_traced_ops.cc ${PROJECT_SOURCE_DIR}/interpose/call_shape.cc)
 target_link_libraries(test_traced_ops PRIVATE detnccl_analysis detnccl_records detnccl_config detnccl_abi detnccl_options
                                               GTest::gtest_main)
+target_compile_definitions(test_traced_ops PRIVATE DETNCCL_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 gtest_discover_tests(test_traced_ops)

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 #include <string_view>
@@ -223,6 +225,17 @@ TEST(TracedOps, DetncclOpsAcceptsAndListsEveryOperation) {
     EXPECT_EQ(words.count(row.name), 1u) << "the DETNCCL_OPS help (config/env_vars.h) does not list it: " << accepted;
   }
   EXPECT_EQ(detnccl::config::kTracedOpCount, std::size(detnccl::abi::kTracedOps));
+}
+
+// docs/log-format.md's table of operation numbers has every row ("| 1 | AllReduce |").
+TEST(TracedOps, LogFormatMdListsEveryOperationNumber) {
+  std::ifstream file(DETNCCL_SOURCE_DIR "/docs/log-format.md");
+  ASSERT_TRUE(file) << "docs/log-format.md is missing";
+  const std::string docs((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  for (const TracedOpRow& row : detnccl::abi::kTracedOps) {
+    const std::string line = "| " + std::to_string(row.id) + " | " + std::string(row.name) + " |";
+    EXPECT_NE(docs.find(line), std::string::npos) << "docs/log-format.md has no op table row " << line;
+  }
 }
 
 // The shim's in-place rule as interpose/tracer.cc's begin_call wrote it before the table existed, kept here as the
