@@ -74,26 +74,45 @@ std::vector<Described> describe_every_call(const Sample& s) {
   return all;
 }
 
-// NCCL's documented buffer sizes (elements) per call, as a rank of `nranks` sees them; 0: the rank does not use that
-// buffer. Written from the NCCL documentation, not from the table.
+// What NCCL's documentation says of each traced call, written here independently of the table (the one place of
+// this test a new operation's expectations go). Sizes are in elements, as a rank of nranks sees them; 0: the rank
+// does not use that buffer.
 struct Sizes {
   std::uint64_t input;
   std::uint64_t output;
 };
-Sizes documented_sizes(std::string_view op, std::uint64_t count, std::uint64_t nranks, bool is_root) {
-  const std::uint64_t root_one = is_root ? count : 0, root_all = is_root ? count * nranks : 0;
-  if (op == "AllReduce") return {count, count};
-  if (op == "Reduce") return {count, root_one};
-  if (op == "Broadcast" || op == "Bcast") return {root_one, count};
-  if (op == "AllGather") return {count, count * nranks};
-  if (op == "ReduceScatter") return {count * nranks, count};
-  if (op == "AlltoAll") return {count * nranks, count * nranks};
-  if (op == "Gather") return {count, root_all};
-  if (op == "Scatter") return {root_all, count};
-  if (op == "Send") return {count, 0};
-  if (op == "Recv") return {0, count};
-  ADD_FAILURE() << "no documented sizes for " << op;
-  return {0, 0};
+enum class Role { kNone, kRoot, kPeer };  // what the call's int argument is
+struct Documented {
+  std::string_view name;
+  bool reduces;
+  Role role;
+  bool one_buffer;                       // the call's one buffer is input and output (ncclBcast)
+  bool per_peer_input, per_peer_output;  // block i of the buffer goes to or comes from rank i
+  Sizes (*sizes)(std::uint64_t count, std::uint64_t nranks, bool is_root);
+};
+// clang-format off
+constexpr Documented kDocumented[] = {
+    {"AllReduce", true, Role::kNone, false, false, false, [](auto c, auto, bool) { return Sizes{c, c}; }},
+    {"Reduce", true, Role::kRoot, false, false, false, [](auto c, auto, bool r) { return Sizes{c, r ? c : 0}; }},
+    {"Broadcast", false, Role::kRoot, false, false, false, [](auto c, auto, bool r) { return Sizes{r ? c : 0, c}; }},
+    {"Bcast", false, Role::kRoot, true, false, false, [](auto c, auto, bool r) { return Sizes{r ? c : 0, c}; }},
+    {"AllGather", false, Role::kNone, false, false, true, [](auto c, auto n, bool) { return Sizes{c, c * n}; }},
+    {"ReduceScatter", true, Role::kNone, false, false, false, [](auto c, auto n, bool) { return Sizes{c * n, c}; }},
+    {"AlltoAll", false, Role::kNone, false, true, true, [](auto c, auto n, bool) { return Sizes{c * n, c * n}; }},
+    {"Gather", false, Role::kRoot, false, false, true, [](auto c, auto n, bool r) { return Sizes{c, r ? c * n : 0}; }},
+    {"Scatter", false, Role::kRoot, false, true, false, [](auto c, auto n, bool r) { return Sizes{r ? c * n : 0, c}; }},
+    {"Send", false, Role::kPeer, false, false, false, [](auto c, auto, bool) { return Sizes{c, 0}; }},
+    {"Recv", false, Role::kPeer, false, false, false, [](auto c, auto, bool) { return Sizes{0, c}; }},
+};
+// clang-format on
+const Documented& documented(std::string_view nccl_name) {
+  static constexpr Documented kNothing = {"?", false, Role::kNone, false, false, false, nullptr};
+  for (const Documented& entry : kDocumented) {
+    if ("nccl" + std::string(entry.name) == nccl_name) return entry;
+  }
+  ADD_FAILURE() << nccl_name << " is not described in kDocumented (tests/test_traced_ops.cc): add what NCCL's "
+                << "documentation says of it";
+  return kNothing;
 }
 
 // Elements of one side of a shape as the tracer computes them (interpose/tracer.cc, begin_call).
@@ -140,29 +159,20 @@ TEST(TracedOps, EveryTracedCallOfTheApiTableHasItsRowAndShape) {
     EXPECT_EQ(shape.stream, s.stream);
     EXPECT_EQ(shape.count, s.count);
     EXPECT_EQ(shape.datatype, s.datatype);
-    const bool reduces =
-        d.nccl_name == "ncclAllReduce" || d.nccl_name == "ncclReduce" || d.nccl_name == "ncclReduceScatter";
-    EXPECT_EQ(shape.redop, reduces ? static_cast<int>(s.redop) : -1);
-    EXPECT_EQ(row->reduces, reduces);
-    const bool p2p = d.nccl_name == "ncclSend" || d.nccl_name == "ncclRecv";
-    const bool rooted = d.nccl_name == "ncclReduce" || d.nccl_name == "ncclBroadcast" || d.nccl_name == "ncclBcast" ||
-                        d.nccl_name == "ncclGather" || d.nccl_name == "ncclScatter";
-    EXPECT_EQ(shape.peer, p2p || rooted ? s.root : -1);
-    EXPECT_EQ(shape.root_is_peer, rooted);
-    EXPECT_EQ(detnccl::analysis::is_rooted(shape.op), rooted);
-    EXPECT_EQ(detnccl::analysis::is_point_to_point(shape.op), p2p);
+    const Documented& want = documented(d.nccl_name);
+    EXPECT_EQ(shape.redop, want.reduces ? static_cast<int>(s.redop) : -1);
+    EXPECT_EQ(row->reduces, want.reduces);
+    EXPECT_EQ(shape.peer, want.role != Role::kNone ? s.root : -1);
+    EXPECT_EQ(shape.root_is_peer, want.role == Role::kRoot);
+    EXPECT_EQ(detnccl::analysis::is_rooted(shape.op), want.role == Role::kRoot);
+    EXPECT_EQ(detnccl::analysis::is_point_to_point(shape.op), want.role == Role::kPeer);
     // The buffers: Bcast's one buffer is both sides; Send has no output, Recv no input.
-    const bool bcast = d.nccl_name == "ncclBcast";
     EXPECT_EQ(shape.has_input, d.nccl_name != "ncclRecv");
     EXPECT_EQ(shape.has_output, d.nccl_name != "ncclSend");
-    EXPECT_EQ(shape.input.data, !shape.has_input ? nullptr : bcast ? s.recv : s.send);
+    EXPECT_EQ(shape.input.data, !shape.has_input ? nullptr : want.one_buffer ? s.recv : s.send);
     EXPECT_EQ(shape.output.data, shape.has_output ? s.recv : nullptr);
-    // Per-peer blocks wherever block i of a buffer goes to or comes from rank i.
-    const bool gathers = d.nccl_name == "ncclAllGather" || d.nccl_name == "ncclGather";
-    const bool scatters = d.nccl_name == "ncclScatter";
-    const bool all_to_all = d.nccl_name == "ncclAlltoAll";
-    EXPECT_EQ(shape.input.per_peer_blocks, scatters || all_to_all);
-    EXPECT_EQ(shape.output.per_peer_blocks, gathers || all_to_all);
+    EXPECT_EQ(shape.input.per_peer_blocks, want.per_peer_input);
+    EXPECT_EQ(shape.output.per_peer_blocks, want.per_peer_output);
   }
   EXPECT_EQ(ids.size(), all.size());
 }
@@ -182,7 +192,9 @@ TEST(TracedOps, ShimAndCliAgreeWithNcclOnBufferSizesForEveryRank) {
                        std::to_string(rank) + " root/peer " + std::to_string(root));
           const CallShape& shape = d.shape;
           const bool is_root = static_cast<std::uint32_t>(root) == rank;
-          const Sizes want = documented_sizes(d.nccl_name.substr(4), s.count, nranks, is_root);
+          const Documented& doc = documented(d.nccl_name);
+          if (doc.sizes == nullptr) continue;  // not documented: the failure says so
+          const Sizes want = doc.sizes(s.count, nranks, is_root);
           EXPECT_EQ(shim_elements(shape, shape.has_input, shape.input, nranks, rank), want.input);
           EXPECT_EQ(shim_elements(shape, shape.has_output, shape.output, nranks, rank), want.output);
           const detnccl::records::CallFields fields = fields_of(shape);
@@ -195,7 +207,9 @@ TEST(TracedOps, ShimAndCliAgreeWithNcclOnBufferSizesForEveryRank) {
 }
 
 TEST(TracedOps, UnknownOperationsHaveNoRowNameOrBuffers) {
-  for (const std::uint64_t id : {0ull, 12ull, 255ull, 65535ull}) {
+  std::uint64_t unused = 1;  // the first number no row has
+  while (detnccl::abi::traced_op_row(unused) != nullptr) ++unused;
+  for (const std::uint64_t id : {std::uint64_t{0}, unused, std::uint64_t{65535}}) {
     EXPECT_EQ(detnccl::abi::traced_op_row(id), nullptr) << id;
     detnccl::records::CallFields fields;
     fields.op = static_cast<OpId>(id);
