@@ -1,4 +1,5 @@
-/* detnccl: element arithmetic for every NCCL datatype, the one source of truth for how reductions round.
+/* detnccl: element arithmetic for every NCCL datatype, the one source of truth for how reductions round. The
+ * datatypes' facts (sizes, names, kinds) are abi/nccl_datatypes.h's; this file only computes with them.
  *
  * Header-only C++20, usable from host code and (later) from CUDA: every function is DETNCCL_HOST_DEVICE. No compiler
  * half-precision types are used; the 16- and 8-bit floating formats are stored as raw bits and converted by integer
@@ -34,44 +35,15 @@
 #include <cstring>
 
 #include "abi/nccl_abi.h"
-
-#if defined(__CUDACC__)
-#define DETNCCL_HOST_DEVICE __host__ __device__
-#else
-#define DETNCCL_HOST_DEVICE
-#endif
+#include "abi/nccl_datatypes.h"  // element sizes and kinds; defines DETNCCL_HOST_DEVICE
 
 namespace detnccl::arith {
 
-/* Size in bytes of one element of `type`, or 0 when `type` is not a valid ncclDataType_t. */
-DETNCCL_HOST_DEVICE constexpr std::size_t dtype_size(ncclDataType_t type) {
-  switch (type) {
-    case ncclInt8:
-    case ncclUint8:
-    case ncclFloat8e4m3:
-    case ncclFloat8e5m2:
-      return 1;
-    case ncclFloat16:
-    case ncclBfloat16:
-      return 2;
-    case ncclInt32:
-    case ncclUint32:
-    case ncclFloat32:
-      return 4;
-    case ncclInt64:
-    case ncclUint64:
-    case ncclFloat64:
-      return 8;
-    default:
-      return 0;
-  }
-}
+/* Size in bytes of one element of `type`, or 0 when `type` is not a valid ncclDataType_t (abi/nccl_datatypes.h). */
+DETNCCL_HOST_DEVICE constexpr std::size_t dtype_size(ncclDataType_t type) { return abi::datatype_size(type); }
 
 /* True when `type` is a floating-point type (fp8, fp16, bf16, float, double). */
-DETNCCL_HOST_DEVICE constexpr bool dtype_is_floating(ncclDataType_t type) {
-  return type == ncclFloat16 || type == ncclFloat32 || type == ncclFloat64 || type == ncclBfloat16 ||
-         type == ncclFloat8e4m3 || type == ncclFloat8e5m2;
-}
+DETNCCL_HOST_DEVICE constexpr bool dtype_is_floating(ncclDataType_t type) { return abi::datatype_is_floating(type); }
 
 /* The bits of a float, and the float with given bits (memcpy works in host and device code alike). */
 DETNCCL_HOST_DEVICE inline std::uint32_t float_bits(float value) {

@@ -116,14 +116,25 @@ ncclResult_t resolve_op(Comm* comm, ncclRedOp_t op, ncclDataType_t type, ReduceS
   return ncclSuccess;
 }
 
-// Common checks and submission of a collective; `send_needed` / `recv_needed` say whether this rank uses the buffer,
-// and the *_blocks how many per-rank blocks of `count` elements it holds.
-ncclResult_t collective(const char* call, CollArgs args, ncclRedOp_t op, bool reduces, Comm* comm, bool send_needed,
-                        std::size_t send_blocks, bool recv_needed, std::size_t recv_blocks, cudaStream_t stream) {
+// Common checks and submission of a collective. Which buffers this rank uses, and how many blocks of `count`
+// elements each holds, come from the op's row of abi/traced_ops.h.
+ncclResult_t collective(CollArgs args, ncclRedOp_t op, Comm* comm, cudaStream_t stream) {
+  using detnccl::abi::Blocks;
+  using detnccl::abi::OnRanks;
+  const detnccl::abi::TracedOpRow& row = row_of(args.kind);
+  const char* call = row.nccl_name.data();  // a string literal ("ncclAllReduce"), so NUL-terminated
   if (const ncclResult_t r = check_comm(comm, call); r != ncclSuccess) return r;
+  if (row.peer == detnccl::abi::PeerRole::kRoot) {
+    if (const ncclResult_t r = check_rank(args.root, comm, "root", call); r != ncclSuccess) return r;
+  }
   if (const ncclResult_t r = check_type(args.type, call); r != ncclSuccess) return r;
   const std::size_t nranks = static_cast<std::size_t>(comm->nranks);
   if (const ncclResult_t r = check_count(args.count, args.type, nranks, call); r != ncclSuccess) return r;
+  const bool is_root = comm->rank == args.root;
+  const bool send_needed = row.input_on == OnRanks::kAll || is_root;
+  const bool recv_needed = row.output_on == OnRanks::kAll || is_root;
+  const std::size_t send_blocks = row.input == Blocks::kPerRank ? nranks : 1;
+  const std::size_t recv_blocks = row.output == Blocks::kPerRank ? nranks : 1;
   if (send_needed) {
     if (const ncclResult_t r = check_buffer(args.send, args.count * send_blocks, "sendbuff", call); r != ncclSuccess) {
       return r;
@@ -134,7 +145,7 @@ ncclResult_t collective(const char* call, CollArgs args, ncclRedOp_t op, bool re
       return r;
     }
   }
-  if (reduces) {
+  if (row.reduces) {
     if (const ncclResult_t r = resolve_op(comm, op, args.type, &args.spec, call, stream); r != ncclSuccess) return r;
   }
   const std::size_t element = dtype_size(args.type);
@@ -466,24 +477,17 @@ ncclResult_t pncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
 
 ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                             ncclComm_t comm, cudaStream_t stream) {
-  CollArgs args{CollKind::kAllReduce, sendbuff, recvbuff, count, datatype, {}, 0};
-  return collective("ncclAllReduce", args, op, true, comm, true, 1, true, 1, stream);
+  return collective({CollKind::kAllReduce, sendbuff, recvbuff, count, datatype, {}, 0}, op, comm, stream);
 }
 
 ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                          int root, ncclComm_t comm, cudaStream_t stream) {
-  if (const ncclResult_t r = check_comm(comm, "ncclReduce"); r != ncclSuccess) return r;
-  if (const ncclResult_t r = check_rank(root, comm, "root", "ncclReduce"); r != ncclSuccess) return r;
-  CollArgs args{CollKind::kReduce, sendbuff, recvbuff, count, datatype, {}, root};
-  return collective("ncclReduce", args, op, true, comm, true, 1, comm->rank == root, 1, stream);
+  return collective({CollKind::kReduce, sendbuff, recvbuff, count, datatype, {}, root}, op, comm, stream);
 }
 
 ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                             ncclComm_t comm, cudaStream_t stream) {
-  if (const ncclResult_t r = check_comm(comm, "ncclBroadcast"); r != ncclSuccess) return r;
-  if (const ncclResult_t r = check_rank(root, comm, "root", "ncclBroadcast"); r != ncclSuccess) return r;
-  CollArgs args{CollKind::kBroadcast, sendbuff, recvbuff, count, datatype, {}, root};
-  return collective("ncclBroadcast", args, ncclSum, false, comm, comm->rank == root, 1, true, 1, stream);
+  return collective({CollKind::kBroadcast, sendbuff, recvbuff, count, datatype, {}, root}, ncclSum, comm, stream);
 }
 
 ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
@@ -493,44 +497,27 @@ ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int r
 
 ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                             ncclComm_t comm, cudaStream_t stream) {
-  if (const ncclResult_t r = check_comm(comm, "ncclAllGather"); r != ncclSuccess) return r;
-  CollArgs args{CollKind::kAllGather, sendbuff, recvbuff, sendcount, datatype, {}, 0};
-  return collective("ncclAllGather", args, ncclSum, false, comm, true, 1, true, static_cast<std::size_t>(comm->nranks),
-                    stream);
+  return collective({CollKind::kAllGather, sendbuff, recvbuff, sendcount, datatype, {}, 0}, ncclSum, comm, stream);
 }
 
 ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
                                 ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  if (const ncclResult_t r = check_comm(comm, "ncclReduceScatter"); r != ncclSuccess) return r;
-  CollArgs args{CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, {}, 0};
-  return collective("ncclReduceScatter", args, op, true, comm, true, static_cast<std::size_t>(comm->nranks), true, 1,
-                    stream);
+  return collective({CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, {}, 0}, op, comm, stream);
 }
 
 ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
                            cudaStream_t stream) {
-  if (const ncclResult_t r = check_comm(comm, "ncclAlltoAll"); r != ncclSuccess) return r;
-  const auto n = static_cast<std::size_t>(comm->nranks);
-  CollArgs args{CollKind::kAlltoAll, sendbuff, recvbuff, count, datatype, {}, 0};
-  return collective("ncclAlltoAll", args, ncclSum, false, comm, true, n, true, n, stream);
+  return collective({CollKind::kAlltoAll, sendbuff, recvbuff, count, datatype, {}, 0}, ncclSum, comm, stream);
 }
 
 ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                          ncclComm_t comm, cudaStream_t stream) {
-  if (const ncclResult_t r = check_comm(comm, "ncclGather"); r != ncclSuccess) return r;
-  if (const ncclResult_t r = check_rank(root, comm, "root", "ncclGather"); r != ncclSuccess) return r;
-  CollArgs args{CollKind::kGather, sendbuff, recvbuff, count, datatype, {}, root};
-  return collective("ncclGather", args, ncclSum, false, comm, true, 1, comm->rank == root,
-                    static_cast<std::size_t>(comm->nranks), stream);
+  return collective({CollKind::kGather, sendbuff, recvbuff, count, datatype, {}, root}, ncclSum, comm, stream);
 }
 
 ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                           ncclComm_t comm, cudaStream_t stream) {
-  if (const ncclResult_t r = check_comm(comm, "ncclScatter"); r != ncclSuccess) return r;
-  if (const ncclResult_t r = check_rank(root, comm, "root", "ncclScatter"); r != ncclSuccess) return r;
-  CollArgs args{CollKind::kScatter, sendbuff, recvbuff, count, datatype, {}, root};
-  return collective("ncclScatter", args, ncclSum, false, comm, comm->rank == root,
-                    static_cast<std::size_t>(comm->nranks), true, 1, stream);
+  return collective({CollKind::kScatter, sendbuff, recvbuff, count, datatype, {}, root}, ncclSum, comm, stream);
 }
 
 static ncclResult_t point_to_point(bool sending, void* buffer, size_t count, ncclDataType_t datatype, int peer,

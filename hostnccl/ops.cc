@@ -85,27 +85,8 @@ class CollOp final : public Op {
         order_(static_cast<std::size_t>(comm->nranks)),
         inputs_(static_cast<std::size_t>(comm->nranks)) {}
 
-  const char* name() const override {
-    switch (args_.kind) {
-      case CollKind::kAllReduce:
-        return "ncclAllReduce";
-      case CollKind::kReduce:
-        return "ncclReduce";
-      case CollKind::kBroadcast:
-        return "ncclBroadcast";
-      case CollKind::kAllGather:
-        return "ncclAllGather";
-      case CollKind::kReduceScatter:
-        return "ncclReduceScatter";
-      case CollKind::kAlltoAll:
-        return "ncclAlltoAll";
-      case CollKind::kGather:
-        return "ncclGather";
-      case CollKind::kScatter:
-        return "ncclScatter";
-    }
-    return "collective";
-  }
+  // A string literal ("ncclAllReduce"), so NUL-terminated.
+  const char* name() const override { return row_of(args_.kind).nccl_name.data(); }
 
   ncclResult_t advance(bool* progressed) override {
     for (;;) {
@@ -162,8 +143,7 @@ class CollOp final : public Op {
   // Elements per chunk, from the segment's slot size (the creator's, so every rank agrees) and the number of blocks
   // a slot holds (one per rank for the calls whose buffers have one block per rank).
   ncclResult_t plan_chunks() {
-    const bool blocked =
-        args_.kind == CollKind::kReduceScatter || args_.kind == CollKind::kAlltoAll || args_.kind == CollKind::kScatter;
+    const bool blocked = row_of(args_.kind).input == detnccl::abi::Blocks::kPerRank;
     const std::size_t blocks = blocked ? static_cast<std::size_t>(comm_->nranks) : 1;
     per_chunk_ = comm_->segment->slot_bytes() / element_bytes_ / blocks;
     if (per_chunk_ != 0) return ncclSuccess;
@@ -179,10 +159,7 @@ class CollOp final : public Op {
     return ncclSuccess;
   }
 
-  bool reduces() const {
-    return args_.kind == CollKind::kAllReduce || args_.kind == CollKind::kReduce ||
-           args_.kind == CollKind::kReduceScatter;
-  }
+  bool reduces() const { return row_of(args_.kind).reduces; }
 
   // The agreed order of contributions: arrival order, or rank order when the creator chose HOSTNCCL_REDUCE_ORDER=rank.
   bool read_order(std::uint64_t generation) {
@@ -233,6 +210,10 @@ class CollOp final : public Op {
           copy(slot_at(me, b * length), send_at(b * count + offset_), length);
         }
         break;
+      case CollKind::kBcast:
+      case CollKind::kSend:
+      case CollKind::kRecv:
+        break;  // never a CollOp (see CollKind)
     }
   }
 
@@ -273,6 +254,10 @@ class CollOp final : public Op {
       case CollKind::kScatter:
         copy(recv_at(offset_), slot_at(args_.root, mine * length), length);
         break;
+      case CollKind::kBcast:
+      case CollKind::kSend:
+      case CollKind::kRecv:
+        break;  // never a CollOp (see CollKind)
     }
   }
 

@@ -12,8 +12,10 @@
 #define DETNCCL_HOSTNCCL_OPS_H
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
+#include "abi/traced_ops.h"
 #include "hostnccl/comm.h"
 #include "hostnccl/reduce.h"
 
@@ -48,7 +50,18 @@ class Op {
   bool done_ = false;
 };
 
-enum class CollKind { kAllReduce, kReduce, kBroadcast, kAllGather, kReduceScatter, kAlltoAll, kGather, kScatter };
+/* The NCCL collective an op implements: one enumerator per row of abi/traced_ops.h (the stable ids). kBcast, kSend
+ * and kRecv are never a CollOp's kind (ncclBcast runs as a Broadcast; Send and Recv are their own ops). */
+enum class CollKind : std::uint16_t {
+#define HOSTNCCL_COLL_KIND(id, name, ...) k##name = id,
+  DETNCCL_TRACED_OPS(HOSTNCCL_COLL_KIND)
+#undef HOSTNCCL_COLL_KIND
+};
+
+/* The row of abi/traced_ops.h for `kind`: its buffers' sizes, where they exist, whether it reduces. */
+inline const detnccl::abi::TracedOpRow& row_of(CollKind kind) {
+  return *detnccl::abi::traced_op_row(static_cast<std::uint16_t>(kind));
+}
 
 /* A collective call after argument checks. `count` is the per-rank count the NCCL call takes (count, sendcount or
  * recvcount). */

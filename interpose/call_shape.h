@@ -12,7 +12,8 @@
 #include <cstdint>
 
 #include "abi/nccl_abi.h"
-#include "collectives/dtype_arith.h"
+#include "abi/traced_ops.h"
+#include "collectives/dtype_arith.h"  // for the tracer (arith::dtype_size)
 #include "records/log_format.h"
 
 namespace detnccl::interpose {
@@ -32,6 +33,7 @@ inline constexpr std::uint64_t kPerRank = ~std::uint64_t{0};
 // What a call does, from its arguments alone (the communicator supplies rank and size later).
 struct CallShape {
   records::OpId op = records::OpId::kUnknown;
+  const abi::TracedOpRow* row = nullptr;  // the op's row of abi/traced_ops.h (in-place rule, ...)
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;  // device fingerprints are enqueued here, in order with NCCL's own work
   std::uint64_t count = 0;
@@ -45,29 +47,13 @@ struct CallShape {
   bool has_output = true;
 };
 
-// One describe function per traced entry point, same parameters as the NCCL function.
-CallShape describe_ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                 ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) noexcept;
-CallShape describe_ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                              ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) noexcept;
-CallShape describe_ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
-                             cudaStream_t stream) noexcept;
-CallShape describe_ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
-                                 ncclComm_t comm, cudaStream_t stream) noexcept;
-CallShape describe_ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
-                                     ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) noexcept;
-CallShape describe_ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
-                                 ncclComm_t comm, cudaStream_t stream) noexcept;
-CallShape describe_ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                ncclComm_t comm, cudaStream_t stream) noexcept;
-CallShape describe_ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
-                              ncclComm_t comm, cudaStream_t stream) noexcept;
-CallShape describe_ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
-                               ncclComm_t comm, cudaStream_t stream) noexcept;
-CallShape describe_ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
-                            cudaStream_t stream) noexcept;
-CallShape describe_ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
-                            cudaStream_t stream) noexcept;
+// One describe function per traced entry point (the coll and p2p rows of abi/nccl_api_table.h), with the NCCL
+// function's parameters: describe_ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream). Generated in
+// call_shape.cc from the function's parameter list and its row of abi/traced_ops.h.
+#define DETNCCL_DECLARE_DESCRIBE(ret, name, params, args, kind, need) \
+  DETNCCL_IF_TRACED_KIND_##kind(CallShape describe_##name params noexcept;)
+DETNCCL_NCCL_API(DETNCCL_DECLARE_DESCRIBE)
+#undef DETNCCL_DECLARE_DESCRIBE
 
 }  // namespace detnccl::interpose
 

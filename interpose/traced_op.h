@@ -4,7 +4,7 @@
 
 #include <optional>
 
-#include "abi/nccl_api_table.h"
+#include "abi/traced_ops.h"
 #include "config/config.h"
 #include "records/log_format.h"
 
@@ -12,13 +12,14 @@ namespace detnccl::interpose {
 
 // The operation DETNCCL_OPS names for `op`, the same as config::traced_op_from_name(records::op_name(op)); nullopt
 // for OpId::kUnknown and for numbers no operation has.
-// RATIONALE: every traced call needs it; a switch generated from the collective and point-to-point rows of the API
-// table costs no name comparison (tests/test_interpose.cc checks it against the name mapping for every number).
+// RATIONALE: every traced call needs it; a switch generated from abi/traced_ops.h costs no name comparison
+// (tests/test_interpose.cc checks it against the name mapping for every number).
 constexpr std::optional<config::TracedOp> traced_op_of(records::OpId op) noexcept {
   switch (op) {
-#define DETNCCL_TRACED_OP_CASE(ret, name, params, args, kind, need) \
-  DETNCCL_TRACED_KIND_##kind(case records::op_id_from_nccl_name(#name) : return config::TracedOp::name;)
-    DETNCCL_NCCL_API(DETNCCL_TRACED_OP_CASE)
+#define DETNCCL_TRACED_OP_CASE(id, name, ...) \
+  case records::OpId::k##name:                \
+    return config::TracedOp::nccl##name;
+    DETNCCL_TRACED_OPS(DETNCCL_TRACED_OP_CASE)
 #undef DETNCCL_TRACED_OP_CASE
     default:
       break;

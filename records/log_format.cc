@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdio>
 
+#include "abi/nccl_datatypes.h"
 #include "hash/xxh3_host.h"
 
 namespace detnccl::records {
@@ -22,19 +23,9 @@ std::uint64_t record_checksum(std::uint32_t length, std::uint16_t type, std::uin
   return hash::xxh3_64(payload, payload_bytes, seed);
 }
 
-std::string_view datatype_name(std::uint16_t datatype) noexcept {
-  static constexpr std::array<std::string_view, 12> kNames = {"int8",    "uint8",    "int32",      "uint32",
-                                                              "int64",   "uint64",   "float16",    "float32",
-                                                              "float64", "bfloat16", "float8e4m3", "float8e5m2"};
-  return datatype < kNames.size() ? kNames[datatype] : std::string_view("?");
-}
+std::string_view datatype_name(std::uint16_t datatype) noexcept { return abi::datatype_name(datatype); }
 
-std::string_view redop_name(std::int32_t redop) noexcept {
-  static constexpr std::array<std::string_view, 5> kNames = {"sum", "prod", "max", "min", "avg"};
-  if (redop < 0) return "none";
-  return static_cast<std::size_t>(redop) < kNames.size() ? kNames[static_cast<std::size_t>(redop)]
-                                                         : std::string_view("user");
-}
+std::string_view redop_name(std::int32_t redop) noexcept { return abi::redop_name(redop); }
 
 std::string_view result_name(std::int32_t result) noexcept {
   static constexpr std::array<std::string_view, 8> kNames = {

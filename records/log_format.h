@@ -24,6 +24,7 @@
 #include <string_view>
 
 #include "abi/nccl_api_table.h"
+#include "abi/traced_ops.h"
 
 namespace detnccl::records {
 
@@ -135,74 +136,32 @@ std::uint64_t record_checksum(std::uint32_t length, std::uint16_t type, std::uin
 // ---------------------------------------------------------------------------------------------------------------
 // Operations: stable numbers
 
-// The NCCL operation of a call record. The numbers are part of the format: they never change, and a new operation
-// gets a new number (never reuse one). A compile-time check below makes every collective and point-to-point row of
-// abi/nccl_api_table.h have a number.
+// The NCCL operation of a call record, generated from abi/traced_ops.h, whose ids are the stable numbers: part of
+// the format, they never change, and a new operation gets a new number (never reuse one). abi/traced_ops.h checks
+// at compile time that every collective and point-to-point row of abi/nccl_api_table.h has one.
 enum class OpId : std::uint16_t {
   kUnknown = 0,
-  kAllReduce = 1,
-  kReduce = 2,
-  kBroadcast = 3,
-  kBcast = 4,
-  kAllGather = 5,
-  kReduceScatter = 6,
-  kAlltoAll = 7,
-  kGather = 8,
-  kScatter = 9,
-  kSend = 10,
-  kRecv = 11,
+#define DETNCCL_RECORDS_OP_ID(id, name, ...) k##name = id,
+  DETNCCL_TRACED_OPS(DETNCCL_RECORDS_OP_ID)
+#undef DETNCCL_RECORDS_OP_ID
 };
 
 // The NCCL function name without "nccl" ("AllReduce"), or "Unknown".
 constexpr std::string_view op_name(OpId op) noexcept {
-  switch (op) {
-    case OpId::kAllReduce:
-      return "AllReduce";
-    case OpId::kReduce:
-      return "Reduce";
-    case OpId::kBroadcast:
-      return "Broadcast";
-    case OpId::kBcast:
-      return "Bcast";
-    case OpId::kAllGather:
-      return "AllGather";
-    case OpId::kReduceScatter:
-      return "ReduceScatter";
-    case OpId::kAlltoAll:
-      return "AlltoAll";
-    case OpId::kGather:
-      return "Gather";
-    case OpId::kScatter:
-      return "Scatter";
-    case OpId::kSend:
-      return "Send";
-    case OpId::kRecv:
-      return "Recv";
-    case OpId::kUnknown:
-      break;
-  }
-  return "Unknown";
+  const abi::TracedOpRow* row = abi::traced_op_row(static_cast<std::uint16_t>(op));
+  return row != nullptr ? row->name : std::string_view("Unknown");
 }
 
 // The OpId of an NCCL function name ("ncclAllReduce"), or kUnknown. constexpr so that code generated from the API
 // table can compute it at compile time: constexpr OpId id = op_id_from_nccl_name(#name).
 constexpr OpId op_id_from_nccl_name(std::string_view nccl_name) noexcept {
-  if (nccl_name.substr(0, 4) != "nccl") return OpId::kUnknown;
-  for (std::uint16_t id = 1; id <= 11; ++id) {
-    if (op_name(static_cast<OpId>(id)) == nccl_name.substr(4)) return static_cast<OpId>(id);
-  }
-  return OpId::kUnknown;
+  const abi::TracedOpRow* row = abi::traced_op_row_of_nccl_name(nccl_name);
+  return row != nullptr ? static_cast<OpId>(row->id) : OpId::kUnknown;
 }
 
-#define DETNCCL_RECORDS_CHECK_OP_ID(ret, name, params, args, kind, need)                   \
-  static_assert((std::string_view(#kind) != "coll" && std::string_view(#kind) != "p2p") || \
-                    op_id_from_nccl_name(#name) != OpId::kUnknown,                         \
-                "records::OpId has no stable number for " #name ": add one (a new number, never a reused one)");
-DETNCCL_NCCL_API(DETNCCL_RECORDS_CHECK_OP_ID)
-#undef DETNCCL_RECORDS_CHECK_OP_ID
-
 // Names for the numeric NCCL fields of a call record (ncclDataType_t, ncclRedOp_t, ncclResult_t values, which are
-// NCCL's stable ABI numbers): "float32", "sum", "ncclSuccess"; "user" for redops >= 5, "?" for unknown values.
+// NCCL's stable ABI numbers): "float32", "sum", "ncclSuccess"; "user" for redops >= 5, "?" for unknown values. The
+// datatype and operator names are abi/nccl_datatypes.h's.
 std::string_view datatype_name(std::uint16_t datatype) noexcept;
 std::string_view redop_name(std::int32_t redop) noexcept;
 std::string_view result_name(std::int32_t result) noexcept;

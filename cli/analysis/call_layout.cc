@@ -4,91 +4,58 @@
 #include <algorithm>
 #include <charconv>
 
+#include "abi/nccl_datatypes.h"
+#include "abi/traced_ops.h"
+
 namespace detnccl::analysis {
 
 using records::OpId;
 
-std::uint64_t datatype_bytes(std::uint16_t datatype) noexcept {
-  switch (datatype) {
-    case 0:   // int8
-    case 1:   // uint8
-    case 10:  // fp8 e4m3
-    case 11:  // fp8 e5m2
-      return 1;
-    case 6:  // float16
-    case 9:  // bfloat16
-      return 2;
-    case 2:  // int32
-    case 3:  // uint32
-    case 7:  // float32
-      return 4;
-    case 4:  // int64
-    case 5:  // uint64
-    case 8:  // float64
-      return 8;
-    default:
-      return 0;
-  }
-}
+std::uint64_t datatype_bytes(std::uint16_t datatype) noexcept { return abi::datatype_size(datatype); }
 
 std::uint64_t saturating_product(std::uint64_t a, std::uint64_t b) noexcept {
   std::uint64_t product = 0;
   return __builtin_mul_overflow(a, b, &product) ? kSaturated : product;
 }
 
-bool is_point_to_point(OpId op) noexcept { return op == OpId::kSend || op == OpId::kRecv; }
-
-bool is_rooted(OpId op) noexcept {
-  return op == OpId::kReduce || op == OpId::kBroadcast || op == OpId::kBcast || op == OpId::kGather ||
-         op == OpId::kScatter;
+bool is_point_to_point(OpId op) noexcept {
+  const abi::TracedOpRow* row = abi::traced_op_row(static_cast<std::uint16_t>(op));
+  return row != nullptr && row->peer == abi::PeerRole::kPeer;
 }
 
-std::uint64_t input_elements(const records::CallFields& call, std::uint32_t nranks, std::uint32_t comm_rank) noexcept {
+bool is_rooted(OpId op) noexcept {
+  const abi::TracedOpRow* row = abi::traced_op_row(static_cast<std::uint16_t>(op));
+  return row != nullptr && row->peer == abi::PeerRole::kRoot;
+}
+
+namespace {
+
+// Elements of one side of a call, from its op's row of abi/traced_ops.h.
+std::uint64_t side_elements(const records::CallFields& call, abi::Blocks blocks, abi::OnRanks on, std::uint32_t nranks,
+                            std::uint32_t comm_rank) noexcept {
   const bool is_root = call.peer >= 0 && static_cast<std::uint32_t>(call.peer) == comm_rank;
-  switch (call.op) {
-    case OpId::kAllReduce:
-    case OpId::kReduce:
-    case OpId::kAllGather:
-    case OpId::kGather:
-    case OpId::kSend:
+  if (on == abi::OnRanks::kRoot && !is_root) return 0;
+  switch (blocks) {
+    case abi::Blocks::kOne:
       return call.count;
-    case OpId::kReduceScatter:
-    case OpId::kAlltoAll:
+    case abi::Blocks::kPerRank:
       return saturating_product(call.count, nranks);
-    case OpId::kBroadcast:
-    case OpId::kBcast:
-      return is_root ? call.count : 0;
-    case OpId::kScatter:
-      return is_root ? saturating_product(call.count, nranks) : 0;
-    case OpId::kRecv:
-    case OpId::kUnknown:
+    case abi::Blocks::kNone:
       break;
   }
   return 0;
+}
+
+}  // namespace
+
+std::uint64_t input_elements(const records::CallFields& call, std::uint32_t nranks, std::uint32_t comm_rank) noexcept {
+  const abi::TracedOpRow* row = abi::traced_op_row(static_cast<std::uint16_t>(call.op));
+  return row != nullptr ? side_elements(call, row->input, row->input_on, nranks, comm_rank) : 0;
 }
 
 std::uint64_t output_elements(const records::CallFields& call, std::uint32_t nranks, std::uint32_t comm_rank) noexcept {
-  const bool is_root = call.peer >= 0 && static_cast<std::uint32_t>(call.peer) == comm_rank;
-  switch (call.op) {
-    case OpId::kAllReduce:
-    case OpId::kReduceScatter:
-    case OpId::kBroadcast:
-    case OpId::kBcast:
-    case OpId::kScatter:
-    case OpId::kRecv:
-      return call.count;
-    case OpId::kAllGather:
-    case OpId::kAlltoAll:
-      return saturating_product(call.count, nranks);
-    case OpId::kReduce:
-      return is_root ? call.count : 0;
-    case OpId::kGather:
-      return is_root ? saturating_product(call.count, nranks) : 0;
-    case OpId::kSend:
-    case OpId::kUnknown:
-      break;
-  }
-  return 0;
+  const abi::TracedOpRow* row = abi::traced_op_row(static_cast<std::uint16_t>(call.op));
+  return row != nullptr ? side_elements(call, row->output, row->output_on, nranks, comm_rank) : 0;
 }
 
 std::optional<std::uint64_t> segment_bytes_from_config(std::string_view config_text) {

@@ -1,7 +1,7 @@
 // detnccl analysis: what a recorded call's buffers look like — sizes per operation, which side exists on which
-// rank, and how segment digests map to byte ranges and element indices. The conventions are NCCL's (and those of
-// interpose/call_shape.cc, which records them): AllGather gathers `count` elements per rank, ReduceScatter leaves
-// `count` per rank, AlltoAll, Gather and Scatter move `count` elements per peer.
+// rank, and how segment digests map to byte ranges and element indices. The sizes come from abi/traced_ops.h, the
+// table interpose/call_shape.cc records calls with: AllGather gathers `count` elements per rank, ReduceScatter
+// leaves `count` per rank, AlltoAll, Gather and Scatter move `count` elements per peer.
 #ifndef DETNCCL_CLI_ANALYSIS_CALL_LAYOUT_H
 #define DETNCCL_CLI_ANALYSIS_CALL_LAYOUT_H
 
@@ -16,7 +16,7 @@
 
 namespace detnccl::analysis {
 
-// Bytes per element of an ncclDataType_t value; 0 for an unknown value.
+// Bytes per element of an ncclDataType_t value (abi/nccl_datatypes.h); 0 for an unknown value.
 std::uint64_t datatype_bytes(std::uint16_t datatype) noexcept;
 
 // Whether an operation is Send or Recv (matched per peer pair, not per collective).
