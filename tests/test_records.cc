@@ -1434,5 +1434,140 @@ TEST(LogFormatV2, ImpossibleFixedPartLengthsAreRefusedWithAClearMessage) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// The writer's crash promise, instant by instant (WriterOptions::append_hook): at every point of appending a record
+// the file holds every earlier record and this one whole or not at all.
+
+// What the observer knows of the log being written.
+struct AppendObserver {
+  std::string path;
+  std::uint64_t complete = 0;                // records (markers included) whose length is published
+  std::optional<std::uint64_t> call_number;  // make_call's i of the call being appended, if one is
+  std::size_t large_segments = 0;            // the call's input segments were replaced by this many (large_call)
+  std::uint64_t instants = 0;                // points observed
+};
+
+const char* point_name(AppendPoint point) {
+  switch (point) {
+    case AppendPoint::kAfterPayload:
+      return "after the payload";
+    case AppendPoint::kAfterChecksum:
+      return "after the checksum";
+    case AppendPoint::kBeforeLength:
+      return "before the length";
+    case AppendPoint::kAfterLength:
+      return "after the length";
+  }
+  return "?";
+}
+
+std::vector<std::uint64_t> large_segments(std::uint64_t i, std::size_t count) {
+  std::vector<std::uint64_t> words(count);
+  for (std::size_t k = 0; k < count; ++k) words[k] = mix(i << 32 | k);
+  return words;
+}
+
+// Checks the file as a crash at this instant would leave it: the record's slot, then what a reader makes of it.
+void observe_append(void* context, AppendPoint point, std::uint64_t offset, std::uint32_t length) {
+  auto& observer = *static_cast<AppendObserver*>(context);
+  ++observer.instants;
+  const std::vector<std::byte> bytes = file_bytes(observer.path);
+  SCOPED_TRACE(std::string("record ") + std::to_string(observer.complete) + " at offset " + std::to_string(offset) +
+               ", " + point_name(point));
+  ASSERT_GE(bytes.size(), offset + length);
+  const bool published = point == AppendPoint::kAfterLength;
+  RecordFrame frame{};
+  std::memcpy(&frame, bytes.data() + offset, sizeof(frame));
+  // The slot: length 0 (the end of the log) until the length is published, then a record that verifies.
+  if (!published) {
+    EXPECT_EQ(frame.length, 0u) << "the length is visible before the record is complete";
+  } else {
+    EXPECT_EQ(frame.length, length);
+    EXPECT_EQ(frame.checksum,
+              record_checksum(length, frame.type, frame.fixed_bytes, bytes.data() + offset + 16, length - 16));
+  }
+  // The reader: every earlier record, then this one whole or not at all; never corruption.
+  OpenedLog opened = LogReader::from_bytes(bytes);
+  ASSERT_TRUE(opened.reader) << opened.error;
+  const ReadLog log = read_all(*opened.reader);
+  const bool marker = log.end.kind == LogEndKind::kClosed || log.end.kind == LogEndKind::kTruncated;
+  const std::uint64_t seen = log.records.size() + (marker ? 1 : 0);
+  EXPECT_EQ(seen, observer.complete + (published ? 1 : 0));
+  if (!marker) {
+    EXPECT_EQ(log.end.kind, LogEndKind::kTornTail) << log.end.message;
+    EXPECT_EQ(log.end.offset, published ? offset + length : offset) << log.end.message;
+  }
+  if (published && observer.call_number && !log.records.empty()) {
+    const auto* call = std::get_if<CallRecord>(&log.records.back().record);
+    ASSERT_NE(call, nullptr);
+    CallArrays arrays;
+    const CallRecord expected = make_call(*observer.call_number, arrays);
+    EXPECT_EQ(call->seq, expected.seq);
+    EXPECT_TRUE(std::ranges::equal(call->output_segments, expected.output_segments));
+    if (observer.large_segments > 0) {
+      EXPECT_TRUE(
+          std::ranges::equal(call->input_segments, large_segments(*observer.call_number, observer.large_segments)));
+    } else {
+      EXPECT_TRUE(is_call(log.records.back(), *observer.call_number));
+    }
+  }
+  if (published) ++observer.complete;
+}
+
+// Writes 2 communicators and `calls` calls (each with `segments` input segment digests when not 0), then closes,
+// checking the file at every instant of every append. Returns the observer.
+AppendObserver append_observed(std::uint64_t calls, std::size_t segments) {
+  TempDir dir;
+  AppendObserver observer;
+  WriterOptions options;
+  options.initial_bytes = 64u << 10;  // the file grows (and its mapping moves) under the records
+  options.append_hook = observe_append;
+  options.append_hook_context = &observer;
+  auto writer = create_or_fail({dir.path(), "run", rank_log_file_name(0)}, options);
+  if (!writer) return observer;
+  observer.path = writer->path();
+  EXPECT_EQ(writer->append(make_communicator(0)), AppendStatus::kOk);
+  EXPECT_EQ(writer->append(make_communicator(1)), AppendStatus::kOk);
+  for (std::uint64_t i = 0; i < calls; ++i) {
+    CallArrays arrays;
+    CallRecord call = make_call(i, arrays);
+    const std::vector<std::uint64_t> large = large_segments(i, segments);
+    if (segments > 0) call.input_segments = large;
+    observer.call_number = i;
+    observer.large_segments = segments;
+    EXPECT_EQ(writer->append(call), AppendStatus::kOk);
+  }
+  observer.call_number.reset();
+  writer->close();
+  return observer;
+}
+
+TEST(RecordWriterCrashPromise, SmallRecordsAreWholeOrAbsentAtEveryInstantOfTheirAppend) {
+  const AppendObserver observer = append_observed(24, 0);
+  EXPECT_EQ(observer.complete, 2u + 24u + 1u);  // communicators, calls, the end marker
+  EXPECT_EQ(observer.instants, 4 * observer.complete);
+}
+
+TEST(RecordWriterCrashPromise, LargeRecordsAreWholeOrAbsentAtEveryInstantOfTheirAppend) {
+  const AppendObserver observer = append_observed(6, 40000);  // 320 KB of segment digests per call
+  EXPECT_EQ(observer.complete, 2u + 6u + 1u);
+  EXPECT_EQ(observer.instants, 4 * observer.complete);
+}
+
+TEST(RecordWriterCrashPromise, ATruncationMarkerIsWholeOrAbsentToo) {
+  TempDir dir;
+  AppendObserver observer;
+  WriterOptions options;
+  options.append_hook = observe_append;
+  options.append_hook_context = &observer;
+  auto writer = create_or_fail({dir.path(), "run", rank_log_file_name(0)}, options);
+  ASSERT_TRUE(writer);
+  observer.path = writer->path();
+  EXPECT_EQ(writer->append(make_communicator(0)), AppendStatus::kOk);
+  writer->stop_early("tracing stopped: the test said so");
+  EXPECT_EQ(observer.complete, 2u);
+  EXPECT_EQ(observer.instants, 8u);
+}
+
 }  // namespace
 }  // namespace detnccl::records
