@@ -295,8 +295,9 @@ enum CallFlags : std::uint16_t {
 };
 
 // RecordType::kCall fixed part, exactly as on disk; the four u64 arrays of CallRecord follow it (at the record's
-// fixed_bytes), in field order, with the counts below. A new field is appended after the last member; the offsets
-// of the version-1 fields never change.
+// fixed_bytes), in field order, with the counts below. A new field is appended after the last member, and gets a
+// row in records/call_record_fields.h (the build fails without it); the offsets of the version-1 fields never
+// change.
 struct CallFields {
   std::uint64_t seq = 0;           // per-log sequence number of the call (0, 1, ...)
   std::uint64_t comm_ordinal = 0;  // CommunicatorRecord::ordinal of its communicator

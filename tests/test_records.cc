@@ -1291,8 +1291,9 @@ TEST(LogFormatV2, TheWriterStatesEveryFixedPartsLength) {
     types_and_fixed.emplace_back(frame.type, frame.fixed_bytes);
     at += frame.length;
   }
-  const std::vector<std::pair<std::uint16_t, std::uint16_t>> expected = {{1, 56},  {1, 56},  {2, 112},
-                                                                         {2, 112}, {2, 112}, {4, 16}};
+  constexpr std::uint16_t kComm = sizeof(CommunicatorRecord), kCall = sizeof(CallFields), kEnd = sizeof(EndRecord);
+  const std::vector<std::pair<std::uint16_t, std::uint16_t>> expected = {{1, kComm}, {1, kComm}, {2, kCall},
+                                                                         {2, kCall}, {2, kCall}, {4, kEnd}};
   EXPECT_EQ(types_and_fixed, expected);
 }
 
