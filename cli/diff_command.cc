@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cli/analysis/run_diff.h"
+#include "cli/call_field_output.h"
 #include "cli/commands.h"
 #include "cli/terminal.h"
 #include "hash/fingerprint.h"
@@ -39,21 +40,8 @@ json ranges_json(const std::vector<analysis::DifferingRange>& ranges) {
 
 json side_json(const CallSide& side) {
   if (!side.present) return nullptr;
-  const auto& f = side.fields;
-  json out = {{"seq", f.seq},
-              {"step", f.step},
-              {"comm_ordinal", f.comm_ordinal},
-              {"comm_seq", f.comm_seq},
-              {"comm_id", hex(side.communicator.id)},
-              {"op", records::op_name(f.op)},
-              {"datatype", records::datatype_name(f.datatype)},
-              {"count", f.count},
-              {"redop", records::redop_name(f.redop)},
-              {"peer", f.peer}};
-  out["input_fingerprint"] =
-      (f.flags & records::kCallInputFingerprint) != 0 ? json(hex(f.input_fingerprint)) : json(nullptr);
-  out["output_fingerprint"] =
-      (f.flags & records::kCallOutputFingerprint) != 0 ? json(hex(f.output_fingerprint)) : json(nullptr);
+  json out = {{"comm_id", hex(side.communicator.id)}};
+  add_call_fields_json(out, side.fields, records::call_field::kDiff);  // records/call_record_fields.h
   return out;
 }
 

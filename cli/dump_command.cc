@@ -1,13 +1,12 @@
 // detnccl dump: a run's records in readable form, one line per record (text, JSON lines or CSV).
 #include <atomic>
-#include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
-#include "cli/analysis/call_layout.h"
 #include "cli/analysis/run_logs.h"
+#include "cli/call_field_output.h"
 #include "cli/commands.h"
 #include "cli/terminal.h"
 #include "hash/fingerprint.h"
@@ -18,21 +17,6 @@ namespace {
 using analysis::RankLogFile;
 using records::CallRecord;
 using records::CommunicatorRecord;
-
-std::string flag_names(std::uint16_t flags) {
-  std::string text;
-  const auto add = [&](std::uint16_t bit, const char* name) {
-    if ((flags & bit) == 0) return;
-    if (!text.empty()) text += ',';
-    text += name;
-  };
-  add(records::kCallInPlace, "in-place");
-  add(records::kCallDeterministic, "deterministic");
-  add(records::kCallPreMulSumScalar, "premulsum");
-  add(records::kCallSegmentsDropped, "segments-dropped");
-  add(records::kCallCaptured, "captured");
-  return text;
-}
 
 std::string origin_name(records::CommOrigin origin) {
   switch (origin) {
@@ -52,22 +36,11 @@ std::string origin_name(records::CommOrigin origin) {
   return "unknown";
 }
 
-std::string fingerprint_or_dash(bool present, std::uint64_t value) {
-  return present ? hash::format_digest(value) : std::string("-");
-}
-
-nlohmann::json digests_json(std::span<const std::uint64_t> digests) {
-  nlohmann::json list = nlohmann::json::array();
-  for (std::uint64_t digest : digests) list.push_back(hash::format_digest(digest));
-  return list;
-}
-
 class Dumper {
  public:
   explicit Dumper(std::string format) : format_(std::move(format)) {
     if (format_ == "csv") {
-      std::cout << "rank,seq,step,comm_ordinal,comm_seq,op,datatype,count,redop,peer,result,group_id,flags,"
-                   "input_fingerprint,output_fingerprint,input_blocks,output_blocks,input_segments,output_segments\n";
+      std::cout << call_csv_header();
     }
   }
 
@@ -119,60 +92,14 @@ class Dumper {
     }
   }
 
+  // The call's line, generated from the call-record field table (records/call_record_fields.h).
   void call(std::uint32_t rank, const CallRecord& c) {
-    const bool has_in = (c.flags & records::kCallInputFingerprint) != 0;
-    const bool has_out = (c.flags & records::kCallOutputFingerprint) != 0;
     if (format_ == "text") {
-      char prefix[96];
-      std::snprintf(prefix, sizeof prefix, "%6llu  step %-5llu comm %llu #%-6llu ",
-                    static_cast<unsigned long long>(c.seq), static_cast<unsigned long long>(c.step),
-                    static_cast<unsigned long long>(c.comm_ordinal), static_cast<unsigned long long>(c.comm_seq));
-      std::cout << prefix << analysis::describe_call(c) << "  in " << fingerprint_or_dash(has_in, c.input_fingerprint)
-                << "  out " << fingerprint_or_dash(has_out, c.output_fingerprint);
-      if (c.group_id != 0) std::cout << "  group " << c.group_id;
-      if (const std::string flags = flag_names(c.flags); !flags.empty()) std::cout << "  " << flags;
-      if (c.result != 0) std::cout << "  -> " << records::result_name(c.result);
-      if (!c.input_blocks.empty() || !c.output_blocks.empty()) {
-        std::cout << "  blocks " << c.input_blocks.size() << "/" << c.output_blocks.size();
-      }
-      if (!c.input_segments.empty() || !c.output_segments.empty()) {
-        std::cout << "  segments " << c.input_segments.size() << "/" << c.output_segments.size();
-      }
-      std::cout << '\n';
+      std::cout << call_text_line(c);
     } else if (format_ == "jsonl") {
-      nlohmann::json line = {{"type", "call"},
-                             {"rank", rank},
-                             {"seq", c.seq},
-                             {"step", c.step},
-                             {"comm_ordinal", c.comm_ordinal},
-                             {"comm_seq", c.comm_seq},
-                             {"op", records::op_name(c.op)},
-                             {"datatype", records::datatype_name(c.datatype)},
-                             {"count", c.count},
-                             {"redop", records::redop_name(c.redop)},
-                             {"peer", c.peer},
-                             {"result", records::result_name(c.result)},
-                             {"group_id", c.group_id},
-                             {"flags", c.flags},
-                             {"in_place", (c.flags & records::kCallInPlace) != 0},
-                             {"input_fingerprint", has_in ? nlohmann::json(hash::format_digest(c.input_fingerprint))
-                                                          : nlohmann::json(nullptr)},
-                             {"output_fingerprint", has_out ? nlohmann::json(hash::format_digest(c.output_fingerprint))
-                                                            : nlohmann::json(nullptr)}};
-      if (!c.input_blocks.empty()) line["input_blocks"] = digests_json(c.input_blocks);
-      if (!c.output_blocks.empty()) line["output_blocks"] = digests_json(c.output_blocks);
-      if (!c.input_segments.empty()) line["input_segments"] = digests_json(c.input_segments);
-      if (!c.output_segments.empty()) line["output_segments"] = digests_json(c.output_segments);
-      if ((c.flags & records::kCallDeterministic) != 0) line["algorithm"] = c.algorithm;
-      std::cout << line.dump() << '\n';
+      std::cout << call_json_line(rank, c).dump() << '\n';
     } else {
-      std::cout << rank << ',' << c.seq << ',' << c.step << ',' << c.comm_ordinal << ',' << c.comm_seq << ','
-                << records::op_name(c.op) << ',' << records::datatype_name(c.datatype) << ',' << c.count << ','
-                << records::redop_name(c.redop) << ',' << c.peer << ',' << records::result_name(c.result) << ','
-                << c.group_id << ',' << c.flags << ',' << (has_in ? hash::format_digest(c.input_fingerprint) : "")
-                << ',' << (has_out ? hash::format_digest(c.output_fingerprint) : "") << ',' << c.input_blocks.size()
-                << ',' << c.output_blocks.size() << ',' << c.input_segments.size() << ',' << c.output_segments.size()
-                << '\n';
+      std::cout << call_csv_row(rank, c);
     }
   }
 

@@ -17,9 +17,9 @@ std::string rank_log_file_name(std::uint32_t rank) {
 
 std::uint64_t header_checksum(const void* bytes, std::size_t count) noexcept { return hash::xxh3_64(bytes, count); }
 
-std::uint64_t record_checksum(std::uint32_t length, std::uint16_t type, std::uint16_t flags, const void* payload,
+std::uint64_t record_checksum(std::uint32_t length, std::uint16_t type, std::uint16_t fixed_bytes, const void* payload,
                               std::size_t payload_bytes) noexcept {
-  const std::uint64_t seed = std::uint64_t{length} | std::uint64_t{type} << 32 | std::uint64_t{flags} << 48;
+  const std::uint64_t seed = std::uint64_t{length} | std::uint64_t{type} << 32 | std::uint64_t{fixed_bytes} << 48;
   return hash::xxh3_64(payload, payload_bytes, seed);
 }
 

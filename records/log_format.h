@@ -3,22 +3,28 @@
 //
 // A log is one file per rank: a header, then self-validating records, each 8-byte aligned.
 //
-//   header   fixed part (FileHeaderFixed, 64 bytes), five length-prefixed strings, zero padding to a multiple of 8,
-//            then a u64 XXH3-64 checksum of every header byte before it. header_bytes covers all of it.
-//   record   u32 length (whole record, multiple of 8, written LAST), u16 type, u16 flags (0), u64 checksum,
-//            payload (zero-padded to the length). checksum = XXH3_64bits_withSeed(payload, length - 16,
-//            seed = length | type << 32 | flags << 48), so a torn, cut or corrupted record is detected.
+//   header   fixed part (FileHeaderFixed; its fixed_bytes says how long it is), five length-prefixed strings, zero
+//            padding to a multiple of 8, then a u64 XXH3-64 checksum of every header byte before it. header_bytes
+//            covers all of it.
+//   record   u32 length (whole record, multiple of 8, written LAST), u16 type, u16 fixed_bytes, u64 checksum,
+//            payload (zero-padded to the length): the type's fixed part (fixed_bytes long), then its variable part
+//            (a call's arrays, a truncation marker's text). checksum = XXH3_64bits_withSeed(payload, length - 16,
+//            seed = length | type << 32 | fixed_bytes << 48), so a torn, cut or corrupted record is detected.
 //
 // Fields are fixed-width and written in the writer's byte order; the magic's bytes reveal which, and a reader
 // refuses a log of the other order with a clear message rather than byte-swapping (every machine detnccl targets is
 // little-endian). Versioning rule: kFormatVersion changes whenever an existing byte changes meaning; readers refuse
-// newer versions. Without a version change, a record type may be added (readers skip unknown types, still checking
-// their checksum) and a payload may grow at its end (readers ignore trailing bytes they do not know).
+// newer versions and read every older one. Without a version change, a record type may be added (readers skip
+// unknown types, still checking their checksum), and fields may be appended to the end of any fixed part, the
+// header's included: every fixed part states its own length, so a reader finds what follows it whatever its size,
+// ignores a longer part's tail it does not know, and gives the fields a shorter part lacks their defaults
+// (read_fixed_part below). Version 1 (the first) stated no lengths: its fixed parts have the kVersion1* sizes.
 #ifndef DETNCCL_RECORDS_LOG_FORMAT_H
 #define DETNCCL_RECORDS_LOG_FORMAT_H
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 #include <string_view>
@@ -34,8 +40,9 @@ namespace detnccl::records {
 // The first 8 bytes of every log read "DNCCLOG1" when the writer was little-endian ("1GOLCCND" when big-endian).
 inline constexpr std::uint64_t kMagic = 0x31474F4C43434E44ull;
 
-// The format this code writes and the newest it reads.
-inline constexpr std::uint32_t kFormatVersion = 1;
+// The format this code writes and the newest it reads. Version 2 added the fixed-part lengths (FileHeaderFixed::
+// fixed_bytes, RecordFrame::fixed_bytes); version 1 logs are read forever (tests/fixtures/logs-v1).
+inline constexpr std::uint32_t kFormatVersion = 2;
 
 // Where a header's rank came from.
 enum class RankSource : std::uint32_t {
@@ -61,11 +68,15 @@ struct FileHeaderFixed {
   RankSource rank_source;
   std::uint32_t flags;         // 0; reserved
   std::uint32_t string_count;  // number of length-prefixed strings after the fixed part (kHeaderStringCount)
-  std::uint32_t reserved;      // 0
+  std::uint32_t fixed_bytes;   // the fixed part's length: the strings start here. Version 1: 0 (reserved), the
+                               // part is kVersion1HeaderFixedBytes long. New fields go after this one.
 };
 static_assert(sizeof(FileHeaderFixed) == 64);
 static_assert(offsetof(FileHeaderFixed, start_time_ns) == 16 && offsetof(FileHeaderFixed, rank) == 24 &&
               offsetof(FileHeaderFixed, nccl_version) == 36 && offsetof(FileHeaderFixed, string_count) == 56);
+
+// The fixed part's length in version 1, and the least a version-2 header may state.
+inline constexpr std::uint32_t kVersion1HeaderFixedBytes = 64;
 
 // The header's strings, in this order, each as a u32 byte count followed by the bytes (no terminator).
 enum class HeaderString : std::uint32_t {
@@ -108,11 +119,14 @@ std::string rank_log_file_name(std::uint32_t rank);
 // ---------------------------------------------------------------------------------------------------------------
 // Record framing
 
-// Bytes before every payload: length, type, flags, checksum.
+// Bytes before every payload: length, type, fixed-part length, checksum.
 struct RecordFrame {
-  std::uint32_t length;  // whole record in bytes, frame included; a multiple of 8; written last by the writer
-  std::uint16_t type;    // RecordType
-  std::uint16_t flags;   // 0; reserved
+  std::uint32_t length;       // whole record in bytes, frame included; a multiple of 8; written last by the writer
+  std::uint16_t type;         // RecordType
+  std::uint16_t fixed_bytes;  // length of the payload's fixed part (a multiple of 8, at most the payload); its
+                              // variable part follows it. 0: not stated, the type's version-1 size
+                              // (version_1_fixed_bytes); version 1 wrote 0 here ("flags", reserved) and readers
+                              // ignore it in version-1 logs.
   std::uint64_t checksum;
 };
 static_assert(sizeof(RecordFrame) == 16);
@@ -129,9 +143,36 @@ enum class RecordType : std::uint16_t {
   kEnd = 4,           // the writer closed the log cleanly: EndRecord; nothing follows
 };
 
-// The checksum of a record: XXH3-64 of the payload (padding included), seeded with length, type and flags.
-std::uint64_t record_checksum(std::uint32_t length, std::uint16_t type, std::uint16_t flags, const void* payload,
+// The checksum of a record: XXH3-64 of the payload (padding included), seeded with length, type and fixed_bytes.
+std::uint64_t record_checksum(std::uint32_t length, std::uint16_t type, std::uint16_t fixed_bytes, const void* payload,
                               std::size_t payload_bytes) noexcept;
+
+// The length of a record type's fixed part in format version 1: what a version-1 record's fixed part is, what a
+// version-2 record's fixed_bytes of 0 means, and the least a version-2 record of that type may state (a reader
+// refuses less). 0 for types this reader does not know (it skips them).
+constexpr std::uint32_t version_1_fixed_bytes(RecordType type) noexcept {
+  switch (type) {
+    case RecordType::kCommunicator:
+      return 56;
+    case RecordType::kCall:
+      return 112;
+    case RecordType::kTruncated:
+      return 16;
+    case RecordType::kEnd:
+      return 16;
+  }
+  return 0;
+}
+
+// A fixed part as a reader decodes it: the first `stated_bytes` bytes at `bytes` over a default-constructed T. A
+// part shorter than T (an older writer) leaves the fields it lacks at their defaults; a longer one (a newer writer
+// appended fields) has its tail ignored. The caller has checked that stated_bytes bytes are there.
+template <typename Fixed>
+Fixed read_fixed_part(const std::byte* bytes, std::size_t stated_bytes) noexcept {
+  Fixed value{};
+  std::memcpy(&value, bytes, stated_bytes < sizeof(Fixed) ? stated_bytes : sizeof(Fixed));
+  return value;
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Operations: stable numbers
@@ -198,7 +239,7 @@ struct CommunicatorRecord {
   std::uint16_t reserved = 0;
   friend bool operator==(const CommunicatorRecord&, const CommunicatorRecord&) = default;
 };
-static_assert(sizeof(CommunicatorRecord) == 56);
+static_assert(sizeof(CommunicatorRecord) == 56);  // fields appended later go after `reserved`
 static_assert(offsetof(CommunicatorRecord, nranks) == 32 && offsetof(CommunicatorRecord, origin) == 52);
 
 // CallRecord::flags bits.
@@ -212,8 +253,10 @@ enum CallFlags : std::uint16_t {
   kCallCaptured = 1u << 6,           // issued during CUDA stream capture: recorded without device fingerprints
 };
 
-// RecordType::kCall fixed payload, exactly as on disk; the four u64 arrays of CallRecord follow it, in field
-// order, with the counts below.
+// RecordType::kCall fixed part, exactly as on disk; the four u64 arrays of CallRecord follow it (at the record's
+// fixed_bytes), in field order, with the counts below. A new field is appended after the last member, and gets a
+// row in records/call_record_fields.h (the build fails without it); the offsets of the version-1 fields never
+// change.
 struct CallFields {
   std::uint64_t seq = 0;           // per-log sequence number of the call (0, 1, ...)
   std::uint64_t comm_ordinal = 0;  // CommunicatorRecord::ordinal of its communicator
@@ -238,7 +281,6 @@ struct CallFields {
   std::uint32_t reserved = 0;
   friend bool operator==(const CallFields&, const CallFields&) = default;
 };
-static_assert(sizeof(CallFields) == 112);
 static_assert(offsetof(CallFields, op) == 72 && offsetof(CallFields, redop) == 76 &&
               offsetof(CallFields, flags) == 88 && offsetof(CallFields, input_block_count) == 92 &&
               offsetof(CallFields, reserved) == 108);
@@ -263,7 +305,8 @@ enum class TruncationReason : std::uint32_t {
   kTracerStopped = 4,  // the writer's user turned tracing off after a failure of its own (RecordWriter::stop_early)
 };
 
-// RecordType::kTruncated fixed payload, exactly as on disk; text_bytes of message text follow it.
+// RecordType::kTruncated fixed part, exactly as on disk; text_bytes of message text follow it (at the record's
+// fixed_bytes).
 struct TruncationFields {
   TruncationReason reason;
   std::int32_t error_number;  // errno of the failure
@@ -286,6 +329,19 @@ struct EndRecord {
   friend bool operator==(const EndRecord&, const EndRecord&) = default;
 };
 static_assert(sizeof(EndRecord) == 16);
+
+// Every fixed part keeps its version-1 fields where they were, is a whole number of 8-byte words (so what follows
+// it is aligned) and fits RecordFrame::fixed_bytes.
+template <typename Fixed>
+constexpr bool is_valid_fixed_part(RecordType type) {
+  return sizeof(Fixed) >= version_1_fixed_bytes(type) && sizeof(Fixed) % kRecordAlignment == 0 &&
+         sizeof(Fixed) <= UINT16_MAX - 7;
+}
+static_assert(is_valid_fixed_part<CommunicatorRecord>(RecordType::kCommunicator));
+static_assert(is_valid_fixed_part<CallFields>(RecordType::kCall));
+static_assert(is_valid_fixed_part<TruncationFields>(RecordType::kTruncated));
+static_assert(is_valid_fixed_part<EndRecord>(RecordType::kEnd));
+static_assert(sizeof(FileHeaderFixed) >= kVersion1HeaderFixedBytes && sizeof(FileHeaderFixed) % 8 == 0);
 
 }  // namespace detnccl::records
 

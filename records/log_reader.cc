@@ -11,6 +11,7 @@
 #include <bit>
 #include <cstring>
 #include <new>
+#include <optional>
 
 namespace detnccl::records {
 namespace {
@@ -145,14 +146,14 @@ std::string LogReader::read_header() {
            "-endian); read it on a machine of that byte order";
   }
   if (magic != kMagic) return "not a detnccl log (the file does not start with DNCCLOG1)";
-  if (size_ < sizeof(FileHeaderFixed) + 8) return "the header is cut short (" + std::to_string(size_) + " bytes)";
-  const auto fixed = load<FileHeaderFixed>(data_);
+  if (size_ < kVersion1HeaderFixedBytes + 8) return "the header is cut short (" + std::to_string(size_) + " bytes)";
+  auto fixed = read_fixed_part<FileHeaderFixed>(data_, kVersion1HeaderFixedBytes);
   if (fixed.format_version > kFormatVersion) {
     return "written by a newer detnccl (log format version " + std::to_string(fixed.format_version) +
            "; this reader knows versions 1 to " + std::to_string(kFormatVersion) + "): use a newer detnccl to read it";
   }
   if (fixed.format_version == 0) return "invalid log format version 0";
-  if (fixed.header_bytes > kMaxHeaderBytes || fixed.header_bytes < sizeof(FileHeaderFixed) + 8 ||
+  if (fixed.header_bytes > kMaxHeaderBytes || fixed.header_bytes < kVersion1HeaderFixedBytes + 8 ||
       fixed.header_bytes % kRecordAlignment != 0) {
     return "invalid header length " + std::to_string(fixed.header_bytes);
   }
@@ -163,6 +164,16 @@ std::string LogReader::read_header() {
   if (load<std::uint64_t>(data_ + fixed.header_bytes - 8) != header_checksum(data_, fixed.header_bytes - 8)) {
     return "the header is damaged (checksum mismatch)";
   }
+  // Version 1 stated no length (its field was reserved, 0); version 2 does, 0 meaning the version-1 length.
+  const std::uint32_t fixed_bytes =
+      fixed.format_version < 2 || fixed.fixed_bytes == 0 ? kVersion1HeaderFixedBytes : fixed.fixed_bytes;
+  if (fixed_bytes < kVersion1HeaderFixedBytes || fixed_bytes % kRecordAlignment != 0 ||
+      fixed_bytes > fixed.header_bytes - 8) {
+    return "invalid header: its fixed part's stated length " + std::to_string(fixed_bytes) +
+           " is not a multiple of 8 from " + std::to_string(kVersion1HeaderFixedBytes) + " to " +
+           std::to_string(fixed.header_bytes - 8) + " (the header's length less its checksum)";
+  }
+  fixed = read_fixed_part<FileHeaderFixed>(data_, fixed_bytes);
   if (fixed.string_count < kHeaderStringCount) {
     return "the header has " + std::to_string(fixed.string_count) + " strings, " + std::to_string(kHeaderStringCount) +
            " expected";
@@ -179,7 +190,7 @@ std::string LogReader::read_header() {
   std::array<std::string*, kHeaderStringCount> strings = {&header_.host, &header_.detnccl_version_text, &header_.run,
                                                           &header_.config_text, &header_.nccl_environment};
   const std::uint64_t strings_end = fixed.header_bytes - 8;
-  std::uint64_t offset = sizeof(FileHeaderFixed);
+  std::uint64_t offset = fixed_bytes;
   // Every string_count string must lie within the header, the ones a newer writer added too (they are skipped).
   // Each takes at least its 4-byte length, so the loop ends within header_bytes / 4 steps whatever the count says.
   for (std::uint64_t i = 0; i < fixed.string_count; ++i) {
@@ -227,13 +238,111 @@ bool LogReader::zeros_from(std::uint64_t offset) const noexcept {
   return std::all_of(data_ + offset, data_ + size_, [](std::byte b) { return b == std::byte{0}; });
 }
 
+std::string LogReader::fixed_part_bytes(const RecordFrame& frame, std::uint64_t& fixed_bytes) const {
+  const auto type = static_cast<RecordType>(frame.type);
+  const std::uint32_t version_1 = version_1_fixed_bytes(type);
+  // Version 1 stated no length (the field was reserved, 0); version 2 does, 0 meaning the version-1 length.
+  if (header_.format_version < 2 || frame.fixed_bytes == 0) {
+    fixed_bytes = version_1;
+    return {};
+  }
+  fixed_bytes = frame.fixed_bytes;
+  const std::uint64_t payload_bytes = frame.length - sizeof(RecordFrame);
+  std::string problem;
+  if (fixed_bytes % kRecordAlignment != 0) {
+    problem = " is not a multiple of 8";
+  } else if (fixed_bytes < version_1) {
+    problem = " is less than the type's " + std::to_string(version_1) + " bytes of log format version 1";
+  } else if (fixed_bytes > payload_bytes) {
+    problem = " exceeds its " + std::to_string(payload_bytes) + "-byte payload";
+  } else {
+    return {};
+  }
+  return "its fixed part's stated length " + std::to_string(fixed_bytes) + problem;
+}
+
+std::optional<bool> LogReader::decode(std::uint64_t at, const RecordFrame& frame, LogRecord& record) {
+  const std::byte* payload = data_ + at + sizeof(RecordFrame);
+  const std::uint64_t payload_bytes = frame.length - sizeof(RecordFrame);
+  std::uint64_t fixed_bytes = 0;
+  if (std::string problem = fixed_part_bytes(frame, fixed_bytes); !problem.empty()) {
+    return finish(LogEndKind::kCorrupt, at, "corrupt record " + at_offset(at) + ": " + problem);
+  }
+  const auto n_records = [this] {
+    const std::uint64_t n = records_read_ + unknown_skipped_;
+    return std::to_string(n) + (n == 1 ? " record" : " records");
+  };
+  // What follows a fixed part starts at fixed_bytes, whatever the size of the fixed part this reader knows.
+  switch (static_cast<RecordType>(frame.type)) {
+    case RecordType::kCommunicator: {
+      if (payload_bytes < fixed_bytes) {
+        return finish(LogEndKind::kCorrupt, at, "corrupt communicator record " + at_offset(at) + ": too short");
+      }
+      record.offset = at;
+      record.record = read_fixed_part<CommunicatorRecord>(payload, fixed_bytes);
+      ++records_read_;
+      return true;
+    }
+    case RecordType::kCall: {
+      if (payload_bytes < fixed_bytes) {
+        return finish(LogEndKind::kCorrupt, at, "corrupt call record " + at_offset(at) + ": too short");
+      }
+      CallRecord call;
+      static_cast<CallFields&>(call) = read_fixed_part<CallFields>(payload, fixed_bytes);
+      const std::uint64_t words = std::uint64_t{call.input_block_count} + call.output_block_count +
+                                  call.input_segment_count + call.output_segment_count;
+      if (words > (payload_bytes - fixed_bytes) / 8) {
+        return finish(LogEndKind::kCorrupt, at,
+                      "corrupt call record " + at_offset(at) + ": its array counts exceed its length");
+      }
+      // Records are 8-byte aligned in 8-byte aligned storage, and fixed parts are whole words, so the arrays are
+      // aligned u64s.
+      const auto* array = reinterpret_cast<const std::uint64_t*>(payload + fixed_bytes);
+      call.input_blocks = {array, call.input_block_count};
+      array += call.input_block_count;
+      call.output_blocks = {array, call.output_block_count};
+      array += call.output_block_count;
+      call.input_segments = {array, call.input_segment_count};
+      array += call.input_segment_count;
+      call.output_segments = {array, call.output_segment_count};
+      record.offset = at;
+      record.record = call;
+      ++records_read_;
+      return true;
+    }
+    case RecordType::kTruncated: {
+      const auto fields =
+          payload_bytes >= fixed_bytes ? read_fixed_part<TruncationFields>(payload, fixed_bytes) : TruncationFields{};
+      if (payload_bytes < fixed_bytes || fields.text_bytes > payload_bytes - fixed_bytes) {
+        return finish(LogEndKind::kCorrupt, at, "corrupt truncation marker " + at_offset(at));
+      }
+      end_.truncation = {fields.reason, fields.error_number,
+                         std::string_view(reinterpret_cast<const char*>(payload + fixed_bytes), fields.text_bytes)};
+      return finish(LogEndKind::kTruncated, at,
+                    "the log was truncated " + at_offset(at) + " after " + n_records() + ": " +
+                        std::string(end_.truncation.text));
+    }
+    case RecordType::kEnd: {
+      if (payload_bytes < fixed_bytes) return finish(LogEndKind::kCorrupt, at, "corrupt end marker " + at_offset(at));
+      end_.end_marker = read_fixed_part<EndRecord>(payload, fixed_bytes);
+      if (end_.end_marker.records_written != records_read_ + unknown_skipped_) {
+        return finish(LogEndKind::kCorrupt, at,
+                      "the end marker " + at_offset(at) + " counts " + std::to_string(end_.end_marker.records_written) +
+                          " records, but " + std::to_string(records_read_ + unknown_skipped_) + " were read");
+      }
+      return finish(LogEndKind::kClosed, at, "the log was closed cleanly after " + n_records());
+    }
+  }
+  ++unknown_skipped_;
+  return std::nullopt;
+}
+
 bool LogReader::next(LogRecord& record) noexcept {
   try {
     while (end_.kind == LogEndKind::kNotReached) {
       const std::uint64_t at = position_;
       release_pages_before(at);
       const std::uint64_t left = size_ - at;
-      const auto records = [this] { return std::to_string(records_read_ + unknown_skipped_); };
       // "1 record", "2 records".
       const auto n_records = [this] {
         const std::uint64_t n = records_read_ + unknown_skipped_;
@@ -289,7 +398,7 @@ bool LogReader::next(LogRecord& record) noexcept {
       }
       const std::byte* payload = data_ + at + sizeof(RecordFrame);
       const std::uint64_t payload_bytes = frame.length - sizeof(RecordFrame);
-      if (record_checksum(frame.length, frame.type, frame.flags, payload, payload_bytes) != frame.checksum) {
+      if (record_checksum(frame.length, frame.type, frame.fixed_bytes, payload, payload_bytes) != frame.checksum) {
         if (zeros_from(at + frame.length)) {
           return finish(LogEndKind::kTornTail, at,
                         "the last record, " + at_offset(at) +
@@ -300,73 +409,7 @@ bool LogReader::next(LogRecord& record) noexcept {
         return finish(LogEndKind::kCorrupt, at, "corrupt record " + at_offset(at) + ": checksum mismatch");
       }
       position_ = at + frame.length;
-
-      switch (static_cast<RecordType>(frame.type)) {
-        case RecordType::kCommunicator: {
-          if (payload_bytes < sizeof(CommunicatorRecord)) {
-            return finish(LogEndKind::kCorrupt, at, "corrupt communicator record " + at_offset(at) + ": too short");
-          }
-          record.offset = at;
-          record.record = load<CommunicatorRecord>(payload);
-          ++records_read_;
-          return true;
-        }
-        case RecordType::kCall: {
-          if (payload_bytes < sizeof(CallFields)) {
-            return finish(LogEndKind::kCorrupt, at, "corrupt call record " + at_offset(at) + ": too short");
-          }
-          CallRecord call;
-          static_cast<CallFields&>(call) = load<CallFields>(payload);
-          const std::uint64_t words = std::uint64_t{call.input_block_count} + call.output_block_count +
-                                      call.input_segment_count + call.output_segment_count;
-          if (words > (payload_bytes - sizeof(CallFields)) / 8) {
-            return finish(LogEndKind::kCorrupt, at,
-                          "corrupt call record " + at_offset(at) + ": its array counts exceed its length");
-          }
-          // Records are 8-byte aligned in 8-byte aligned storage, so the arrays are aligned u64s.
-          const auto* array = reinterpret_cast<const std::uint64_t*>(payload + sizeof(CallFields));
-          call.input_blocks = {array, call.input_block_count};
-          array += call.input_block_count;
-          call.output_blocks = {array, call.output_block_count};
-          array += call.output_block_count;
-          call.input_segments = {array, call.input_segment_count};
-          array += call.input_segment_count;
-          call.output_segments = {array, call.output_segment_count};
-          record.offset = at;
-          record.record = call;
-          ++records_read_;
-          return true;
-        }
-        case RecordType::kTruncated: {
-          const auto fields =
-              payload_bytes >= sizeof(TruncationFields) ? load<TruncationFields>(payload) : TruncationFields{};
-          if (payload_bytes < sizeof(TruncationFields) || fields.text_bytes > payload_bytes - sizeof(fields)) {
-            return finish(LogEndKind::kCorrupt, at, "corrupt truncation marker " + at_offset(at));
-          }
-          end_.truncation = {
-              fields.reason, fields.error_number,
-              std::string_view(reinterpret_cast<const char*>(payload + sizeof(fields)), fields.text_bytes)};
-          return finish(LogEndKind::kTruncated, at,
-                        "the log was truncated " + at_offset(at) + " after " + n_records() + ": " +
-                            std::string(end_.truncation.text));
-        }
-        case RecordType::kEnd: {
-          if (payload_bytes < sizeof(EndRecord)) {
-            return finish(LogEndKind::kCorrupt, at, "corrupt end marker " + at_offset(at));
-          }
-          end_.end_marker = load<EndRecord>(payload);
-          if (end_.end_marker.records_written != records_read_ + unknown_skipped_) {
-            return finish(LogEndKind::kCorrupt, at,
-                          "the end marker " + at_offset(at) + " counts " +
-                              std::to_string(end_.end_marker.records_written) + " records, but " + records() +
-                              " were read");
-          }
-          return finish(LogEndKind::kClosed, at, "the log was closed cleanly after " + n_records());
-        }
-        default:
-          ++unknown_skipped_;
-          break;
-      }
+      if (const std::optional<bool> handed_out = decode(at, frame, record)) return *handed_out;
     }
   } catch (const std::bad_alloc&) {
     return finish(LogEndKind::kCorrupt, position_, {});

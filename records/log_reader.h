@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <variant>
@@ -107,6 +108,12 @@ class LogReader {
   std::string read_header();
   // Whether the bytes where a header would be, and the file's last bytes, are all zero (see OpenedLog::no_header).
   bool header_area_is_zero() const noexcept;
+  // The length of the fixed part of the record framed by frame (version_1_fixed_bytes() in a version-1 log, else
+  // what the frame states), or why the stated length is impossible. The frame's length has been checked.
+  std::string fixed_part_bytes(const RecordFrame& frame, std::uint64_t& fixed_bytes) const;
+  // Decodes the checksummed record at offset at: true when it is handed out in record, false when it ends the log
+  // (a marker, or corrupt: end_ is set), nullopt for a type this reader does not know (skipped and counted).
+  std::optional<bool> decode(std::uint64_t at, const RecordFrame& frame, LogRecord& record);
   // Sets end_ and returns false.
   bool finish(LogEndKind kind, std::uint64_t offset, std::string message) noexcept;
   // Whether every byte from offset to the end is zero.

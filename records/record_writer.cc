@@ -293,6 +293,7 @@ bool RecordWriter::write_header(const LogHeader& header) noexcept {
   fixed.detnccl_version = header.detnccl_version;
   fixed.rank_source = header.rank_source;
   fixed.string_count = kHeaderStringCount;
+  fixed.fixed_bytes = sizeof(fixed);
   std::memcpy(map_, &fixed, sizeof(fixed));
   std::uint64_t offset = sizeof(fixed);
   for (std::string_view s : strings) {
@@ -320,16 +321,28 @@ void RecordWriter::put_record(RecordType type, const void* fixed, std::size_t fi
     offset += array.size_bytes();
   }
   std::memset(record + offset, 0, length - offset);
+  // RATIONALE: the hook is read once, and each point costs a test of this local, never taken in production:
+  // nothing next to the copy and the checksum of the record.
+  const AppendHook hook = options_.append_hook;
+  const auto at = [this, hook, length](AppendPoint point) {
+    if (hook != nullptr) [[unlikely]] {
+      hook(options_.append_hook_context, point, used_, length);
+    }
+  };
+  at(AppendPoint::kAfterPayload);
   const auto type_number = static_cast<std::uint16_t>(type);
-  const std::uint16_t flags = 0;
+  const auto fixed_length = static_cast<std::uint16_t>(fixed_bytes);  // is_valid_fixed_part: it fits
   const std::uint64_t checksum =
-      record_checksum(length, type_number, flags, record + sizeof(RecordFrame), length - sizeof(RecordFrame));
+      record_checksum(length, type_number, fixed_length, record + sizeof(RecordFrame), length - sizeof(RecordFrame));
   std::memcpy(record + offsetof(RecordFrame, type), &type_number, sizeof(type_number));
-  std::memcpy(record + offsetof(RecordFrame, flags), &flags, sizeof(flags));
+  std::memcpy(record + offsetof(RecordFrame, fixed_bytes), &fixed_length, sizeof(fixed_length));
   std::memcpy(record + offsetof(RecordFrame, checksum), &checksum, sizeof(checksum));
+  at(AppendPoint::kAfterChecksum);
+  at(AppendPoint::kBeforeLength);
   // RATIONALE: the length is published last, with release ordering: a reader (or the page cache after kill -9)
   // that sees it sees the whole record; before it, the slot reads as the end of the log.
   std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(record)).store(length, std::memory_order_release);
+  at(AppendPoint::kAfterLength);
   used_ += length;
   if (used_ - released_ >= kReleaseStepBytes) release_written_pages();
 }

@@ -41,6 +41,20 @@ struct LogLocation {
   std::string file_name;  // rank_log_file_name(rank)
 };
 
+// The instants of appending one record, in this order, at which WriterOptions::append_hook is called. Until
+// kBeforeLength the record's length word is 0 (the slot reads as the end of the log); from kAfterLength the whole
+// record is in the file. Each is an instant where a crash or kill -9 may land.
+enum class AppendPoint : std::uint8_t {
+  kAfterPayload,   // fixed part, variable part and padding written; frame not yet
+  kAfterChecksum,  // type, fixed_bytes and checksum written too
+  kBeforeLength,   // just before the length is published (a release store)
+  kAfterLength,    // just after: the record is complete
+};
+
+// A test's observer of appends (WriterOptions::append_hook): called with the writer's lock held, at each point of
+// every record (markers included), with the record's offset in the file and its length.
+using AppendHook = void (*)(void* context, AppendPoint point, std::uint64_t record_offset, std::uint32_t length);
+
 // Tuning and reporting.
 struct WriterOptions {
   // The file starts this large and grows by its own size, doubling up to max_growth_bytes per step.
@@ -56,6 +70,10 @@ struct WriterOptions {
   // Called once, outside the writer's lock, with a one-line message when tracing stops early (disk full...). The shim
   // logs it as a warning. May be empty.
   std::function<void(std::string_view message)> on_stop;
+  // Tests only (tests/test_records.cc proves the crash promise with it): called at each AppendPoint, with
+  // append_hook_context. Null in production, where it costs one predictable branch per point.
+  AppendHook append_hook = nullptr;
+  void* append_hook_context = nullptr;
 };
 
 // What an append did.

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Writes the fuzzers' seed corpus (fuzz/corpus/) from real logs: tests/trace_job under hostnccl-run with the shim
 # preloaded, two ranks, one step, at each trace level, perturbed, killed (a torn tail) and under a small file size
-# limit (a truncation marker). Run it when the log format changes; commit the result (a few KiB per file).
+# limit (a truncation marker). Run it when the log format changes; commit the result (a few KiB per file). The log
+# seeds are named after the format version they were written in (v2-hash-rank0.dnc): only the current version's are
+# rewritten, and those of earlier versions stay, since readers read every earlier version forever.
 #   scripts/fuzz-seeds.sh            uses build/release (built here if need be; PRESET=... for another preset)
 #   BUILD=build/mine scripts/fuzz-seeds.sh               builds the three targets it needs there first
 #   BUILD=build/mine SKIP_BUILD=1 scripts/fuzz-seeds.sh  uses what that build holds
@@ -43,7 +45,11 @@ trace killed -- --steps 3 --die-at-step 1
 FSIZE_KIB=32 trace truncated HOSTNCCL_SLOT_BYTES=4096 HOSTNCCL_RING_BYTES=4096 DETNCCL_TRACE=segments \
   DETNCCL_SEGMENT_BYTES=16K -- --steps 30
 
-rm -rf fuzz/corpus
+# The format version the logs were written in: the header's u32 at offset 8.
+version="$(od -An -tu4 -j8 -N4 "$work/hash/rank-00000.dnc" | tr -d ' ')"
+[[ -n "$version" ]] || { echo "fuzz-seeds: the 'hash' run wrote no log (is $build up to date?)" >&2; exit 1; }
+rm -rf fuzz/corpus/config
+rm -f fuzz/corpus/log_reader/v"$version"-* fuzz/corpus/diff/v"$version"-*
 mkdir -p fuzz/corpus/log_reader fuzz/corpus/config fuzz/corpus/diff
 # A killed rank's log keeps its reserved, never-written space (zeros): cut it at the last 8-byte word holding data,
 # which the reader still reads as the same torn tail, so that the seeds stay a few KiB.
@@ -58,14 +64,14 @@ for run in ${SEED_RUNS:-hash meta segments killed truncated}; do
     echo "fuzz-seeds: the '$run' run wrote no log (is $build up to date?)" >&2
     exit 1
   fi
-  cp "$work/$run/rank-00000.dnc" "fuzz/corpus/log_reader/$run-rank0.dnc"
+  cp "$work/$run/rank-00000.dnc" "fuzz/corpus/log_reader/v$version-$run-rank0.dnc"
 done
-cp "$work/killed/rank-00001.dnc" fuzz/corpus/log_reader/killed-rank1.dnc
+cp "$work/killed/rank-00001.dnc" "fuzz/corpus/log_reader/v$version-killed-rank1.dnc"
 
 separator='@@DNC-NEXT-LOG@@'
 pair() {  # pair NAME RUN_A RUN_B: ranks 0 and 1 of both runs, interleaved as diff_fuzz.cc reads them
   { cat "$work/$2/rank-00000.dnc"; printf '%s' "$separator"; cat "$work/$3/rank-00000.dnc"; printf '%s' "$separator"
-    cat "$work/$2/rank-00001.dnc"; printf '%s' "$separator"; cat "$work/$3/rank-00001.dnc"; } >"fuzz/corpus/diff/$1"
+    cat "$work/$2/rank-00001.dnc"; printf '%s' "$separator"; cat "$work/$3/rank-00001.dnc"; } >"fuzz/corpus/diff/v$version-$1"
 }
 pair identical hash hash
 pair perturbed hash perturbed

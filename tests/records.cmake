@@ -3,3 +3,10 @@ add_executable(test_records test_records.cc)
 target_link_libraries(test_records PRIVATE detnccl_records PkgConfig::XXHASH detnccl_options GTest::gtest_main)
 target_compile_definitions(test_records PRIVATE DETNCCL_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 gtest_discover_tests(test_records)
+
+# Readers read v1 logs forever: the CLI's dump, stats, check and diff on the committed v1 logs (tests/fixtures/
+# logs-v1, written by format-version-1 code) must say exactly what they said when the logs were written.
+if(TARGET detnccl-cli)
+  add_test(NAME records_v1_log_fixture_reads_the_same
+           COMMAND ${PROJECT_SOURCE_DIR}/tests/fixtures/check-logs-v1.sh $<TARGET_FILE:detnccl-cli>)
+endif()

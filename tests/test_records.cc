@@ -528,7 +528,8 @@ TEST(LogReader, UnknownRecordTypesAreSkipped) {
   RecordFrame frame;
   std::memcpy(&frame, bytes.data() + at, sizeof(frame));
   frame.type = 99;
-  frame.checksum = record_checksum(frame.length, frame.type, frame.flags, bytes.data() + at + 16, frame.length - 16);
+  frame.checksum =
+      record_checksum(frame.length, frame.type, frame.fixed_bytes, bytes.data() + at + 16, frame.length - 16);
   std::memcpy(bytes.data() + at, &frame, sizeof(frame));
   OpenedLog reopened = LogReader::from_bytes(bytes);
   ASSERT_TRUE(reopened.reader);
@@ -1209,6 +1210,364 @@ TEST(LogReader, EndMessagesSayRecordOrRecords) {
   const ReadLog torn = read_all(*cut.reader);
   ASSERT_EQ(torn.end.kind, LogEndKind::kTornTail) << torn.end.message;
   EXPECT_NE(torn.end.message.find("the 1 record before it is complete"), std::string::npos) << torn.end.message;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Format version 2: fixed parts state their length, so fields can be appended to them (log_format.h).
+
+template <typename T>
+void append_bytes(std::vector<std::byte>& bytes, const T& value) {
+  const auto* raw = reinterpret_cast<const std::byte*>(&value);
+  bytes.insert(bytes.end(), raw, raw + sizeof(T));
+}
+
+void append_words(std::vector<std::byte>& bytes, std::span<const std::uint64_t> words) {
+  for (std::uint64_t word : words) append_bytes(bytes, word);
+}
+
+// One framed record whose frame states `fixed_bytes` (the payload is zero-padded to a multiple of 8).
+std::vector<std::byte> framed(RecordType type, std::uint16_t fixed_bytes, std::vector<std::byte> payload) {
+  payload.resize((payload.size() + 7) / 8 * 8);
+  RecordFrame frame{};
+  frame.length = static_cast<std::uint32_t>(sizeof(frame) + payload.size());
+  frame.type = static_cast<std::uint16_t>(type);
+  frame.fixed_bytes = fixed_bytes;
+  frame.checksum = record_checksum(frame.length, frame.type, frame.fixed_bytes, payload.data(), payload.size());
+  std::vector<std::byte> bytes;
+  append_bytes(bytes, frame);
+  bytes.insert(bytes.end(), payload.begin(), payload.end());
+  return bytes;
+}
+
+// The header of a log this writer writes (make_header(0)), on its own.
+std::vector<std::byte> written_header() {
+  TempDir dir;
+  std::vector<std::byte> bytes = file_bytes(write_small_log(dir, 0));
+  FileHeaderFixed fixed{};
+  std::memcpy(&fixed, bytes.data(), sizeof(fixed));
+  bytes.resize(fixed.header_bytes);
+  return bytes;
+}
+
+// A log of `header`, then `records` (framed), then an end marker counting them unless `end` is false.
+std::vector<std::byte> log_of(std::vector<std::byte> header, const std::vector<std::vector<std::byte>>& records,
+                              bool end = true) {
+  for (const auto& record : records) header.insert(header.end(), record.begin(), record.end());
+  if (end) {
+    std::vector<std::byte> payload;
+    append_bytes(payload, EndRecord{records.size(), 1});
+    const auto marker = framed(RecordType::kEnd, sizeof(EndRecord), payload);
+    header.insert(header.end(), marker.begin(), marker.end());
+  }
+  return header;
+}
+
+// Call record i's fixed part followed by `future` bytes of fields a later writer appended, then its arrays.
+std::vector<std::byte> call_with_future_fields(std::uint64_t i, std::size_t future) {
+  CallArrays arrays;
+  const CallRecord call = make_call(i, arrays);
+  std::vector<std::byte> payload;
+  append_bytes(payload, static_cast<const CallFields&>(call));
+  payload.resize(payload.size() + future, std::byte{0xEE});
+  append_words(payload, call.input_blocks);
+  append_words(payload, call.output_blocks);
+  append_words(payload, call.input_segments);
+  append_words(payload, call.output_segments);
+  return framed(RecordType::kCall, static_cast<std::uint16_t>(sizeof(CallFields) + future), payload);
+}
+
+TEST(LogFormatV2, TheWriterStatesEveryFixedPartsLength) {
+  TempDir dir;
+  const std::vector<std::byte> bytes = file_bytes(write_small_log(dir, 3));
+  FileHeaderFixed fixed{};
+  std::memcpy(&fixed, bytes.data(), sizeof(fixed));
+  EXPECT_EQ(fixed.format_version, 2u);
+  EXPECT_EQ(fixed.fixed_bytes, sizeof(FileHeaderFixed));
+  std::vector<std::pair<std::uint16_t, std::uint16_t>> types_and_fixed;
+  for (std::uint64_t at = fixed.header_bytes; at < bytes.size();) {
+    RecordFrame frame{};
+    std::memcpy(&frame, bytes.data() + at, sizeof(frame));
+    ASSERT_GE(frame.length, sizeof(frame));
+    types_and_fixed.emplace_back(frame.type, frame.fixed_bytes);
+    at += frame.length;
+  }
+  constexpr std::uint16_t kComm = sizeof(CommunicatorRecord), kCall = sizeof(CallFields), kEnd = sizeof(EndRecord);
+  const std::vector<std::pair<std::uint16_t, std::uint16_t>> expected = {{1, kComm}, {1, kComm}, {2, kCall},
+                                                                         {2, kCall}, {2, kCall}, {4, kEnd}};
+  EXPECT_EQ(types_and_fixed, expected);
+}
+
+TEST(LogFormatV2, LongerFixedPartsOfALaterWriterAreReadWithTheirArraysAndTextIntact) {
+  std::vector<std::byte> comm;
+  append_bytes(comm, make_communicator(1));
+  comm.resize(comm.size() + 8, std::byte{0xEE});  // a field appended to CommunicatorRecord
+  const std::vector<std::vector<std::byte>> records = {
+      framed(RecordType::kCommunicator, sizeof(CommunicatorRecord) + 8, comm), call_with_future_fields(6, 16),
+      call_with_future_fields(7, 8), call_with_future_fields(0, 0)};
+  OpenedLog opened = LogReader::from_bytes(log_of(written_header(), records));
+  ASSERT_TRUE(opened.reader) << opened.error;
+  const ReadLog log = read_all(*opened.reader);
+  EXPECT_EQ(log.end.kind, LogEndKind::kClosed) << log.end.message;
+  ASSERT_EQ(log.records.size(), 4u);
+  EXPECT_EQ(std::get<CommunicatorRecord>(log.records[0].record), make_communicator(1));
+  EXPECT_TRUE(is_call(log.records[1], 6));
+  EXPECT_TRUE(is_call(log.records[2], 7));
+  EXPECT_TRUE(is_call(log.records[3], 0));
+
+  // A truncation marker with a longer fixed part: its text is found after it.
+  constexpr std::string_view kText = "tracing stopped: a later writer's marker";
+  std::vector<std::byte> marker;
+  append_bytes(marker, TruncationFields{TruncationReason::kDiskFull, ENOSPC, kText.size(), 0});
+  marker.resize(marker.size() + 8, std::byte{0xEE});
+  for (char c : kText) marker.push_back(static_cast<std::byte>(c));
+  OpenedLog truncated = LogReader::from_bytes(
+      log_of(written_header(), {call_with_future_fields(1, 24), framed(RecordType::kTruncated, 24, marker)}, false));
+  ASSERT_TRUE(truncated.reader) << truncated.error;
+  const ReadLog cut = read_all(*truncated.reader);
+  ASSERT_EQ(cut.records.size(), 1u);
+  EXPECT_TRUE(is_call(cut.records[0], 1));
+  EXPECT_EQ(cut.end.kind, LogEndKind::kTruncated) << cut.end.message;
+  EXPECT_EQ(cut.end.truncation.reason, TruncationReason::kDiskFull);
+  EXPECT_EQ(cut.end.truncation.error_number, ENOSPC);
+  EXPECT_EQ(cut.end.truncation.text, kText);
+}
+
+TEST(LogFormatV2, AHeaderWithALongerFixedPartIsReadWithItsStrings) {
+  std::vector<std::byte> header = written_header();
+  FileHeaderFixed fixed{};
+  std::memcpy(&fixed, header.data(), sizeof(fixed));
+  fixed.fixed_bytes = sizeof(fixed) + 16;
+  fixed.header_bytes += 16;
+  std::vector<std::byte> longer;
+  append_bytes(longer, fixed);
+  longer.resize(longer.size() + 16, std::byte{0xEE});  // fields a later writer appended
+  longer.insert(longer.end(), header.begin() + sizeof(fixed), header.end() - 8);
+  append_bytes(longer, header_checksum(longer.data(), longer.size()));
+  OpenedLog opened = LogReader::from_bytes(log_of(longer, {call_with_future_fields(3, 0)}));
+  ASSERT_TRUE(opened.reader) << opened.error;
+  const LogHeader& read = opened.reader->header();
+  const LogHeader expected = make_header(0);
+  EXPECT_EQ(read.format_version, 2u);
+  EXPECT_EQ(read.pid, expected.pid);
+  EXPECT_EQ(read.host, expected.host);
+  EXPECT_EQ(read.run, expected.run);
+  EXPECT_EQ(read.config_text, expected.config_text);
+  EXPECT_EQ(read.nccl_environment, expected.nccl_environment);
+  const ReadLog log = read_all(*opened.reader);
+  EXPECT_EQ(log.end.kind, LogEndKind::kClosed) << log.end.message;
+  ASSERT_EQ(log.records.size(), 1u);
+  EXPECT_TRUE(is_call(log.records[0], 3));
+}
+
+// What a later reader that knows one more call field sees in a record of today's writer: the field's default.
+struct CallFieldsOfALaterReader {
+  CallFields today;
+  std::uint64_t appended = 77;  // a field with a default other than zero
+};
+
+TEST(LogFormatV2, AShorterFixedPartLeavesTheFieldsItLacksAtTheirDefaults) {
+  TempDir dir;
+  const std::vector<std::byte> bytes = file_bytes(write_small_log(dir, 1));
+  OpenedLog opened = LogReader::from_bytes(bytes);
+  ASSERT_TRUE(opened.reader);
+  const ReadLog log = read_all(*opened.reader);
+  ASSERT_EQ(log.records.size(), 3u);
+  const std::byte* payload = bytes.data() + log.records[2].offset + sizeof(RecordFrame);
+  const auto later = read_fixed_part<CallFieldsOfALaterReader>(payload, sizeof(CallFields));
+  CallArrays arrays;
+  CallFields expected = make_call(0, arrays);
+  EXPECT_EQ(later.today, expected);
+  EXPECT_EQ(later.appended, 77u);
+  // A communicator record cut before its last fields keeps their defaults too (what a reader of a record two
+  // versions of its struct apart would see).
+  const auto comm = read_fixed_part<CommunicatorRecord>(bytes.data() + log.records[1].offset + 16, 32);
+  EXPECT_EQ(comm.ordinal, 1u);
+  EXPECT_EQ(comm.nranks, 0u);
+  EXPECT_EQ(comm.device, -1);
+  EXPECT_EQ(comm.split_color, kNotSplit);
+  // A record that states 0 has its version-1 size (hand-made records, as tests write them).
+  CallArrays unstated_arrays;
+  const CallRecord call = make_call(5, unstated_arrays);
+  std::vector<std::byte> unstated;
+  append_bytes(unstated, static_cast<const CallFields&>(call));
+  append_words(unstated, call.input_blocks);
+  append_words(unstated, call.output_blocks);
+  append_words(unstated, call.input_segments);
+  append_words(unstated, call.output_segments);
+  OpenedLog zero = LogReader::from_bytes(log_of(written_header(), {framed(RecordType::kCall, 0, unstated)}));
+  ASSERT_TRUE(zero.reader);
+  const ReadLog zero_log = read_all(*zero.reader);
+  ASSERT_EQ(zero_log.records.size(), 1u);
+  EXPECT_TRUE(is_call(zero_log.records[0], 5));
+}
+
+TEST(LogFormatV2, ImpossibleFixedPartLengthsAreRefusedWithAClearMessage) {
+  const auto corrupt_call = [](std::uint16_t stated, std::string_view expected_text) {
+    std::vector<std::byte> call = call_with_future_fields(2, 0);
+    RecordFrame frame{};
+    std::memcpy(&frame, call.data(), sizeof(frame));
+    frame.fixed_bytes = stated;
+    frame.checksum = record_checksum(frame.length, frame.type, stated, call.data() + 16, frame.length - 16);
+    std::memcpy(call.data(), &frame, sizeof(frame));
+    OpenedLog opened = LogReader::from_bytes(log_of(written_header(), {call_with_future_fields(1, 0), call}));
+    ASSERT_TRUE(opened.reader);
+    const ReadLog log = read_all(*opened.reader);
+    EXPECT_EQ(log.records.size(), 1u) << stated;
+    EXPECT_EQ(log.end.kind, LogEndKind::kCorrupt) << stated;
+    EXPECT_NE(log.end.message.find("fixed part's stated length " + std::to_string(stated)), std::string::npos)
+        << log.end.message;
+    EXPECT_NE(log.end.message.find(expected_text), std::string::npos) << log.end.message;
+  };
+  corrupt_call(116, "not a multiple of 8");
+  corrupt_call(104, "less than the type's 112 bytes of log format version 1");
+  corrupt_call(8, "less than the type's 112 bytes");
+  corrupt_call(4096, "exceeds its");
+
+  for (std::uint32_t stated : {60u, 56u, 68u, 1u << 20}) {
+    std::vector<std::byte> header = written_header();
+    std::memcpy(header.data() + offsetof(FileHeaderFixed, fixed_bytes), &stated, 4);
+    const std::uint64_t checksum = header_checksum(header.data(), header.size() - 8);
+    std::memcpy(header.data() + header.size() - 8, &checksum, 8);
+    OpenedLog opened = LogReader::from_bytes(log_of(header, {}));
+    EXPECT_FALSE(opened.reader) << stated;
+    EXPECT_NE(opened.error.find("fixed part's stated length " + std::to_string(stated)), std::string::npos)
+        << opened.error;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The writer's crash promise, instant by instant (WriterOptions::append_hook): at every point of appending a record
+// the file holds every earlier record and this one whole or not at all.
+
+// What the observer knows of the log being written.
+struct AppendObserver {
+  std::string path;
+  std::uint64_t complete = 0;                // records (markers included) whose length is published
+  std::optional<std::uint64_t> call_number;  // make_call's i of the call being appended, if one is
+  std::size_t large_segments = 0;            // the call's input segments were replaced by this many (large_call)
+  std::uint64_t instants = 0;                // points observed
+};
+
+const char* point_name(AppendPoint point) {
+  switch (point) {
+    case AppendPoint::kAfterPayload:
+      return "after the payload";
+    case AppendPoint::kAfterChecksum:
+      return "after the checksum";
+    case AppendPoint::kBeforeLength:
+      return "before the length";
+    case AppendPoint::kAfterLength:
+      return "after the length";
+  }
+  return "?";
+}
+
+std::vector<std::uint64_t> large_segments(std::uint64_t i, std::size_t count) {
+  std::vector<std::uint64_t> words(count);
+  for (std::size_t k = 0; k < count; ++k) words[k] = mix(i << 32 | k);
+  return words;
+}
+
+// Checks the file as a crash at this instant would leave it: the record's slot, then what a reader makes of it.
+void observe_append(void* context, AppendPoint point, std::uint64_t offset, std::uint32_t length) {
+  auto& observer = *static_cast<AppendObserver*>(context);
+  ++observer.instants;
+  const std::vector<std::byte> bytes = file_bytes(observer.path);
+  SCOPED_TRACE(std::string("record ") + std::to_string(observer.complete) + " at offset " + std::to_string(offset) +
+               ", " + point_name(point));
+  ASSERT_GE(bytes.size(), offset + length);
+  const bool published = point == AppendPoint::kAfterLength;
+  RecordFrame frame{};
+  std::memcpy(&frame, bytes.data() + offset, sizeof(frame));
+  // The slot: length 0 (the end of the log) until the length is published, then a record that verifies.
+  if (!published) {
+    EXPECT_EQ(frame.length, 0u) << "the length is visible before the record is complete";
+  } else {
+    EXPECT_EQ(frame.length, length);
+    EXPECT_EQ(frame.checksum,
+              record_checksum(length, frame.type, frame.fixed_bytes, bytes.data() + offset + 16, length - 16));
+  }
+  // The reader: every earlier record, then this one whole or not at all; never corruption.
+  OpenedLog opened = LogReader::from_bytes(bytes);
+  ASSERT_TRUE(opened.reader) << opened.error;
+  const ReadLog log = read_all(*opened.reader);
+  const bool marker = log.end.kind == LogEndKind::kClosed || log.end.kind == LogEndKind::kTruncated;
+  const std::uint64_t seen = log.records.size() + (marker ? 1 : 0);
+  EXPECT_EQ(seen, observer.complete + (published ? 1 : 0));
+  if (!marker) {
+    EXPECT_EQ(log.end.kind, LogEndKind::kTornTail) << log.end.message;
+    EXPECT_EQ(log.end.offset, published ? offset + length : offset) << log.end.message;
+  }
+  if (published && observer.call_number && !log.records.empty()) {
+    const auto* call = std::get_if<CallRecord>(&log.records.back().record);
+    ASSERT_NE(call, nullptr);
+    CallArrays arrays;
+    const CallRecord expected = make_call(*observer.call_number, arrays);
+    EXPECT_EQ(call->seq, expected.seq);
+    EXPECT_TRUE(std::ranges::equal(call->output_segments, expected.output_segments));
+    if (observer.large_segments > 0) {
+      EXPECT_TRUE(
+          std::ranges::equal(call->input_segments, large_segments(*observer.call_number, observer.large_segments)));
+    } else {
+      EXPECT_TRUE(is_call(log.records.back(), *observer.call_number));
+    }
+  }
+  if (published) ++observer.complete;
+}
+
+// Writes 2 communicators and `calls` calls (each with `segments` input segment digests when not 0), then closes,
+// checking the file at every instant of every append. Returns the observer.
+AppendObserver append_observed(std::uint64_t calls, std::size_t segments) {
+  TempDir dir;
+  AppendObserver observer;
+  WriterOptions options;
+  options.initial_bytes = 64u << 10;  // the file grows (and its mapping moves) under the records
+  options.append_hook = observe_append;
+  options.append_hook_context = &observer;
+  auto writer = create_or_fail({dir.path(), "run", rank_log_file_name(0)}, options);
+  if (!writer) return observer;
+  observer.path = writer->path();
+  EXPECT_EQ(writer->append(make_communicator(0)), AppendStatus::kOk);
+  EXPECT_EQ(writer->append(make_communicator(1)), AppendStatus::kOk);
+  for (std::uint64_t i = 0; i < calls; ++i) {
+    CallArrays arrays;
+    CallRecord call = make_call(i, arrays);
+    const std::vector<std::uint64_t> large = large_segments(i, segments);
+    if (segments > 0) call.input_segments = large;
+    observer.call_number = i;
+    observer.large_segments = segments;
+    EXPECT_EQ(writer->append(call), AppendStatus::kOk);
+  }
+  observer.call_number.reset();
+  writer->close();
+  return observer;
+}
+
+TEST(RecordWriterCrashPromise, SmallRecordsAreWholeOrAbsentAtEveryInstantOfTheirAppend) {
+  const AppendObserver observer = append_observed(24, 0);
+  EXPECT_EQ(observer.complete, 2u + 24u + 1u);  // communicators, calls, the end marker
+  EXPECT_EQ(observer.instants, 4 * observer.complete);
+}
+
+TEST(RecordWriterCrashPromise, LargeRecordsAreWholeOrAbsentAtEveryInstantOfTheirAppend) {
+  const AppendObserver observer = append_observed(6, 40000);  // 320 KB of segment digests per call
+  EXPECT_EQ(observer.complete, 2u + 6u + 1u);
+  EXPECT_EQ(observer.instants, 4 * observer.complete);
+}
+
+TEST(RecordWriterCrashPromise, ATruncationMarkerIsWholeOrAbsentToo) {
+  TempDir dir;
+  AppendObserver observer;
+  WriterOptions options;
+  options.append_hook = observe_append;
+  options.append_hook_context = &observer;
+  auto writer = create_or_fail({dir.path(), "run", rank_log_file_name(0)}, options);
+  ASSERT_TRUE(writer);
+  observer.path = writer->path();
+  EXPECT_EQ(writer->append(make_communicator(0)), AppendStatus::kOk);
+  writer->stop_early("tracing stopped: the test said so");
+  EXPECT_EQ(observer.complete, 2u);
+  EXPECT_EQ(observer.instants, 8u);
 }
 
 }  // namespace
