@@ -10,7 +10,8 @@ if(TARGET hostnccl AND TARGET hostnccl-run AND TARGET trace_job)
                                          GTest::gtest_main)
   target_compile_definitions(test_cli PRIVATE
     DETNCCL_SHIM_PATH="$<TARGET_FILE:detnccl>" DETNCCL_TRACE_JOB="$<TARGET_FILE:trace_job>"
-    DETNCCL_LAUNCHER="$<TARGET_FILE:hostnccl-run>" DETNCCL_CLI="$<TARGET_FILE:detnccl-cli>")
+    DETNCCL_LAUNCHER="$<TARGET_FILE:hostnccl-run>" DETNCCL_CLI="$<TARGET_FILE:detnccl-cli>"
+    DETNCCL_CMAKE_VERSION="${PROJECT_VERSION}")
   add_dependencies(test_cli detnccl trace_job hostnccl-run detnccl-cli detnccl-fingerprint)
   gtest_discover_tests(test_cli DISCOVERY_TIMEOUT 30
                        PROPERTIES TIMEOUT 300 RESOURCE_LOCK hostnccl_shm FIXTURES_REQUIRED hostnccl_suite)
