@@ -1,7 +1,8 @@
 # The `detnccl` command: its analysis on synthetic logs (test_cli_analysis), and the binary end to end on logs the
 # shim wrote over hostnccl (test_cli).
 add_executable(test_cli_analysis test_cli_analysis.cc)
-target_link_libraries(test_cli_analysis PRIVATE detnccl_analysis detnccl_records detnccl_options GTest::gtest_main)
+target_link_libraries(test_cli_analysis PRIVATE detnccl_analysis detnccl_records detnccl_config detnccl_options
+                                                GTest::gtest_main)
 gtest_discover_tests(test_cli_analysis)
 
 if(TARGET hostnccl AND TARGET hostnccl-run AND TARGET trace_job)
