@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "abi/nccl_api_table.h"
+#include "collectives/algorithm_names.h"
 #include "config/env_vars.h"
 
 namespace detnccl::config {
@@ -115,11 +116,12 @@ enum class LogLevel : std::uint8_t { kTrace, kDebug, kInfo, kWarn, kError, kOff 
 // run such a call as is).
 enum class DeterministicMode : std::uint8_t { kOff, kOn, kWarn };
 
-// DETNCCL_ALGO: which deterministic algorithm to use (collectives/deterministic.h has the same list).
-enum class DeterministicAlgo : std::uint8_t { kAuto, kMixedRadix, kOneShot };
+// DETNCCL_ALGO: which deterministic algorithm to use. The algorithms and their names are collectives/'s, listed once
+// in collectives/algorithm_names.h (a header of the standard library only).
+using DeterministicAlgo = collectives::Algorithm;
 
-// DETNCCL_ACCUMULATE: how deterministic mode adds narrow floats.
-enum class Accumulate : std::uint8_t { kNative, kFloat32 };
+// DETNCCL_ACCUMULATE: how deterministic mode adds narrow floats (collectives/algorithm_names.h).
+using Accumulate = collectives::Accumulate;
 
 // An inclusive range of unsigned integers.
 struct Interval {

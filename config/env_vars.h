@@ -25,7 +25,9 @@
  *                  may change results: a divergence or finding)
  *   default_text   what applies when the variable is unset or empty, in words
  *   accepted_text  the values the parser accepts, in words (also quoted by error messages): a string literal, or a
- *                  std::string_view constant of config.cc generated from another table (kOpListText)
+ *                  std::string_view generated at compile time from the table the names come from: kOpListText (the
+ *                  traced operations) or kinds::<kind>::kAccepted (a choice of names, e.g. the algorithms of
+ *                  collectives/algorithm_names.h)
  *   description    one line: what it does
  *
  * Only config.cc expands kind, field, refines and accepted_text; other readers of the table (the CLI) use name and
@@ -36,48 +38,46 @@
 #ifndef DETNCCL_CONFIG_ENV_VARS_H
 #define DETNCCL_CONFIG_ENV_VARS_H
 
-#define DETNCCL_ENV_VARS(X)                                                                                       \
-  X(kDir, "DETNCCL_DIR", path, dir, kNothing, result, "unset (tracing off)", "a directory path",                  \
-    "Where the per-rank logs go (DIR/RUN/rank-NNNNN.dnc); setting it turns tracing on.")                          \
-  X(kRun, "DETNCCL_RUN", run_name, run, kTracing, result,                                                         \
-    "TORCHELASTIC_RUN_ID, else SLURM_JOB_ID[.SLURM_STEP_ID], else run-<first communicator id>",                   \
-    "1 to 128 characters from A-Z a-z 0-9 . _ - (not . or ..)",                                                   \
-    "Name of this run: the directory under DETNCCL_DIR; two runs never share one.")                               \
-  X(kTrace, "DETNCCL_TRACE", trace_level, trace, kNothing, diagnostic, "hash when DETNCCL_DIR is set, else off",  \
-    "off, meta, hash or segments (any case)",                                                                     \
-    "What each call record holds: nothing, metadata only, plus buffer fingerprints, plus per-segment digests.")   \
-  X(kSegmentBytes, "DETNCCL_SEGMENT_BYTES", segment_size, segment_bytes, kSegments, diagnostic, "1M",             \
-    "a multiple of 16K from 16K to 1G (decimal with optional K, M or G suffix, powers of 1024)",                  \
-    "Segment size for DETNCCL_TRACE=segments: one digest per segment of each buffer.")                            \
-  X(kSteps, "DETNCCL_STEPS", step_list, steps, kFingerprints, diagnostic, "all",                                  \
-    "all, or a comma-separated list of steps and ranges: 1,5,40-44,100-",                                         \
-    "Steps whose calls are fingerprinted; calls of other steps are still counted and recorded.")                  \
-  X(kRanks, "DETNCCL_RANKS", rank_list, ranks, kFingerprints, diagnostic, "all",                                  \
-    "all, or a comma-separated list of global ranks (at most 4294967295) and ranges: 0,3,8-15",                   \
-    "Global ranks that fingerprint their calls; other ranks still count and record calls.")                       \
-  X(kOps, "DETNCCL_OPS", op_list, ops, kFingerprints, diagnostic, "all", kOpListText,                             \
-    "Operations that are fingerprinted; other operations are still counted and recorded.")                        \
-  X(kMinBytes, "DETNCCL_MIN_BYTES", byte_count, min_bytes, kFingerprints, diagnostic, "0",                        \
-    "a byte count (decimal with optional K, M or G suffix, powers of 1024)",                                      \
-    "Calls moving fewer bytes than this are counted and recorded but not fingerprinted.")                         \
-  X(kLogLevel, "DETNCCL_LOG_LEVEL", log_level, log_level, kNothing, diagnostic, "warn",                           \
-    "trace, debug, info, warn, error or off (any case)",                                                          \
-    "Verbosity of detnccl's own messages; each line carries host, pid and rank.")                                 \
-  X(kLogFile, "DETNCCL_LOG_FILE", path, log_file, kNothing, diagnostic, "unset (standard error)",                 \
-    "a path to a file in an existing directory",                                                                  \
-    "File that receives detnccl's own messages instead of standard error.")                                       \
-  X(kPrintConfig, "DETNCCL_PRINT_CONFIG", boolean, print_config, kNothing, diagnostic, "0", "0 or 1",             \
-    "1 prints the effective configuration at initialisation.")                                                    \
-  X(kDeterministic, "DETNCCL_DETERMINISTIC", deterministic_mode, deterministic, kNothing, result, "0",            \
-    "0, 1 or warn (any case)",                                                                                    \
-    "1 computes floating-point AllReduce, ReduceScatter and Reduce in a fixed order (docs/deterministic.md) and " \
-    "stops the job at a reduction it cannot make deterministic; warn runs such a call as is and warns once.")     \
-  X(kAlgo, "DETNCCL_ALGO", algorithm, algo, kDeterministic, result, "auto",                                       \
-    "auto, mixed_radix or one_shot (any case)",                                                                   \
-    "Deterministic algorithm; auto picks by message size. Every algorithm gives the same bits.")                  \
-  X(kAccumulate, "DETNCCL_ACCUMULATE", accumulation, accumulate, kDeterministic, result, "native",                \
-    "native or fp32 (any case)",                                                                                  \
-    "How deterministic mode adds fp16, bf16 and fp8: rounded after each step (native), or in fp32 partial sums "  \
+#define DETNCCL_ENV_VARS(X)                                                                                          \
+  X(kDir, "DETNCCL_DIR", path, dir, kNothing, result, "unset (tracing off)", "a directory path",                     \
+    "Where the per-rank logs go (DIR/RUN/rank-NNNNN.dnc); setting it turns tracing on.")                             \
+  X(kRun, "DETNCCL_RUN", run_name, run, kTracing, result,                                                            \
+    "TORCHELASTIC_RUN_ID, else SLURM_JOB_ID[.SLURM_STEP_ID], else run-<first communicator id>",                      \
+    "1 to 128 characters from A-Z a-z 0-9 . _ - (not . or ..)",                                                      \
+    "Name of this run: the directory under DETNCCL_DIR; two runs never share one.")                                  \
+  X(kTrace, "DETNCCL_TRACE", trace_level, trace, kNothing, diagnostic, "hash when DETNCCL_DIR is set, else off",     \
+    kinds::trace_level::kAccepted,                                                                                   \
+    "What each call record holds: nothing, metadata only, plus buffer fingerprints, plus per-segment digests.")      \
+  X(kSegmentBytes, "DETNCCL_SEGMENT_BYTES", segment_size, segment_bytes, kSegments, diagnostic, "1M",                \
+    "a multiple of 16K from 16K to 1G (decimal with optional K, M or G suffix, powers of 1024)",                     \
+    "Segment size for DETNCCL_TRACE=segments: one digest per segment of each buffer.")                               \
+  X(kSteps, "DETNCCL_STEPS", step_list, steps, kFingerprints, diagnostic, "all",                                     \
+    "all, or a comma-separated list of steps and ranges: 1,5,40-44,100-",                                            \
+    "Steps whose calls are fingerprinted; calls of other steps are still counted and recorded.")                     \
+  X(kRanks, "DETNCCL_RANKS", rank_list, ranks, kFingerprints, diagnostic, "all",                                     \
+    "all, or a comma-separated list of global ranks (at most 4294967295) and ranges: 0,3,8-15",                      \
+    "Global ranks that fingerprint their calls; other ranks still count and record calls.")                          \
+  X(kOps, "DETNCCL_OPS", op_list, ops, kFingerprints, diagnostic, "all", kOpListText,                                \
+    "Operations that are fingerprinted; other operations are still counted and recorded.")                           \
+  X(kMinBytes, "DETNCCL_MIN_BYTES", byte_count, min_bytes, kFingerprints, diagnostic, "0",                           \
+    "a byte count (decimal with optional K, M or G suffix, powers of 1024)",                                         \
+    "Calls moving fewer bytes than this are counted and recorded but not fingerprinted.")                            \
+  X(kLogLevel, "DETNCCL_LOG_LEVEL", log_level, log_level, kNothing, diagnostic, "warn", kinds::log_level::kAccepted, \
+    "Verbosity of detnccl's own messages; each line carries host, pid and rank.")                                    \
+  X(kLogFile, "DETNCCL_LOG_FILE", path, log_file, kNothing, diagnostic, "unset (standard error)",                    \
+    "a path to a file in an existing directory",                                                                     \
+    "File that receives detnccl's own messages instead of standard error.")                                          \
+  X(kPrintConfig, "DETNCCL_PRINT_CONFIG", boolean, print_config, kNothing, diagnostic, "0", "0 or 1",                \
+    "1 prints the effective configuration at initialisation.")                                                       \
+  X(kDeterministic, "DETNCCL_DETERMINISTIC", deterministic_mode, deterministic, kNothing, result, "0",               \
+    kinds::deterministic_mode::kAccepted,                                                                            \
+    "1 computes floating-point AllReduce, ReduceScatter and Reduce in a fixed order (docs/deterministic.md) and "    \
+    "stops the job at a reduction it cannot make deterministic; warn runs such a call as is and warns once.")        \
+  X(kAlgo, "DETNCCL_ALGO", algorithm, algo, kDeterministic, result, "auto", kinds::algorithm::kAccepted,             \
+    "Deterministic algorithm; auto picks by message size. Every algorithm gives the same bits.")                     \
+  X(kAccumulate, "DETNCCL_ACCUMULATE", accumulation, accumulate, kDeterministic, result, "native",                   \
+    kinds::accumulation::kAccepted,                                                                                  \
+    "How deterministic mode adds fp16, bf16 and fp8: rounded after each step (native), or in fp32 partial sums "     \
     "rounded once (more traffic, fewer roundings).")
 
 /* DETNCCL_ENV_SHOWN_<shown>(...) expands to its arguments for the diagnostic rows and to nothing for the others, so

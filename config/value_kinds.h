@@ -163,12 +163,32 @@ inline constexpr std::array<std::pair<std::string_view, LogLevel>, 6> kLogLevels
 inline constexpr std::array<std::pair<std::string_view, bool>, 2> kBooleans = {{{"0", false}, {"1", true}}};
 inline constexpr std::array<std::pair<std::string_view, DeterministicMode>, 3> kDeterministicModes = {
     {{"0", DeterministicMode::kOff}, {"1", DeterministicMode::kOn}, {"warn", DeterministicMode::kWarn}}};
-inline constexpr std::array<std::pair<std::string_view, DeterministicAlgo>, 3> kAlgorithms = {
-    {{"auto", DeterministicAlgo::kAuto},
-     {"mixed_radix", DeterministicAlgo::kMixedRadix},
-     {"one_shot", DeterministicAlgo::kOneShot}}};
-inline constexpr std::array<std::pair<std::string_view, Accumulate>, 2> kAccumulations = {
-    {{"native", Accumulate::kNative}, {"fp32", Accumulate::kFloat32}}};
+inline constexpr std::array<std::pair<std::string_view, DeterministicAlgo>, std::size(collectives::kAlgorithmNames)>
+    kAlgorithms = [] {
+      std::array<std::pair<std::string_view, DeterministicAlgo>, std::size(collectives::kAlgorithmNames)> out{};
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        out[i] = {collectives::kAlgorithmNames[i].name, collectives::kAlgorithmNames[i].algorithm};
+      }
+      return out;
+    }();
+inline constexpr std::array<std::pair<std::string_view, Accumulate>, std::size(collectives::kAccumulateNames)>
+    kAccumulations = [] {
+      std::array<std::pair<std::string_view, Accumulate>, std::size(collectives::kAccumulateNames)> out{};
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        out[i] = {collectives::kAccumulateNames[i].name, collectives::kAccumulateNames[i].accumulate};
+      }
+      return out;
+    }();
+
+// The accepted values of a choice, from its table: "off, meta, hash or segments (any case)".
+template <const auto& kChoices>
+inline constexpr auto kChoiceTextStorage = build_text([](auto& out) {
+  for (std::size_t i = 0; i < kChoices.size(); ++i) {
+    if (i != 0) out.append(i + 1 == kChoices.size() ? " or " : ", ");
+    out.append(kChoices[i].first);
+  }
+  out.append(" (any case)");
+});
 
 template <typename Enum, std::size_t N>
 std::string_view choice_name(const std::array<std::pair<std::string_view, Enum>, N>& choices, Enum value) {
@@ -259,6 +279,8 @@ struct choice {
   static std::string format(Value value) {
     return std::string(parsing::choice_name(kChoices, value));
   }
+  // The accepted values, for env_vars.h's accepted_text column: "auto, mixed_radix or one_shot (any case)".
+  static constexpr std::string_view kAccepted = parsing::kChoiceTextStorage<kChoices>.view();
 };
 
 using trace_level = choice<parsing::kTraceLevels>;

@@ -426,6 +426,33 @@ TEST(EnvVarTable, TheOperationListNamesEveryTracedOperation) {
   EXPECT_NE(error.message.find("; accepted: " + expected + "."), std::string::npos) << error.message;
 }
 
+// DETNCCL_ALGO and DETNCCL_ACCUMULATE take the names of collectives/algorithm_names.h, the one list of them: each
+// parses to its own enumerator, and the accepted-values texts are generated from the same list.
+TEST(EnvVarTable, AlgorithmAndAccumulationNamesComeFromTheCollectivesList) {
+  std::string algorithms;
+  for (std::size_t i = 0; i < std::size(collectives::kAlgorithmNames); ++i) {
+    const auto& entry = collectives::kAlgorithmNames[i];
+    const std::string setting = std::string("DETNCCL_ALGO=") + entry.name;
+    const ParsedConfig parsed = parse({"DETNCCL_DETERMINISTIC=1", setting});
+    ASSERT_TRUE(parsed.ok()) << parsed.error_text();
+    EXPECT_EQ(parsed.config().algo, entry.algorithm) << setting;
+    if (i != 0) algorithms += i + 1 == std::size(collectives::kAlgorithmNames) ? " or " : ", ";
+    algorithms += entry.name;
+  }
+  EXPECT_EQ(env_var_info(EnvVar::kAlgo).accepted_text, algorithms + " (any case)");
+  std::string modes;
+  for (std::size_t i = 0; i < std::size(collectives::kAccumulateNames); ++i) {
+    const auto& entry = collectives::kAccumulateNames[i];
+    const std::string setting = std::string("DETNCCL_ACCUMULATE=") + entry.name;
+    const ParsedConfig parsed = parse({"DETNCCL_DETERMINISTIC=1", setting});
+    ASSERT_TRUE(parsed.ok()) << parsed.error_text();
+    EXPECT_EQ(parsed.config().accumulate, entry.accumulate) << setting;
+    if (i != 0) modes += i + 1 == std::size(collectives::kAccumulateNames) ? " or " : ", ";
+    modes += entry.name;
+  }
+  EXPECT_EQ(env_var_info(EnvVar::kAccumulate).accepted_text, modes + " (any case)");
+}
+
 TEST(ParseConfig, WhiteSpaceAtEitherEndIsRefusedInEveryVariable) {
   // One rule for every variable: a valid value with white space before or after it is refused.
   const std::map<std::string_view, std::string_view> valid = {
