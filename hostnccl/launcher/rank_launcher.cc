@@ -24,6 +24,7 @@
 
 #include "hostnccl/launcher/job_shm.h"
 #include "hostnccl/launcher/line_prefixer.h"
+#include "hostnccl/settings.h"
 #include "hostnccl/shm_names.h"
 
 extern char** environ;
