@@ -43,6 +43,24 @@ constexpr std::array<EnvVarInfo, kEnvVarCount> kEnvVars = {{
 #undef DETNCCL_ENV_VAR_INFO
 }};
 
+// Every Config field has its row: the rows name their fields (a row without one does not compile), and Config has as
+// many fields as there are rows. RATIONALE: an aggregate's field count is the most initializers it accepts; a value
+// that converts to any type stands for each.
+struct AnyField {
+  template <typename T>
+  operator T() const;  // never defined: only used unevaluated
+};
+template <typename Aggregate, typename... Fields>
+constexpr std::size_t field_count() {
+  if constexpr (requires { Aggregate{Fields{}..., AnyField{}}; }) {
+    return field_count<Aggregate, Fields..., AnyField>();
+  } else {
+    return sizeof...(Fields);
+  }
+}
+static_assert(field_count<Config>() == kEnvVarCount,
+              "every Config field needs its row in config/env_vars.h (and every row its own field)");
+
 // Parses one known variable's (non-empty) value into config. Returns the problem, if any.
 Problem parse_value(EnvVar id, std::string_view value, Config& config) {
   switch (id) {

@@ -7,7 +7,9 @@
  * table in docs/configuration.md (checked by tests/test_config.cc), so they cannot drift apart.
  *
  * Adding a variable: add a row here and its field to Config (config.h). The compiler flags a row whose field or kind
- * does not exist; ConfigDocs.ConfigurationMdEmbedsTheGeneratedTable flags the documentation. A new kind of value is
+ * does not exist and a Config field without a row (config.cc's field count check); the tests flag the documentation
+ * (ConfigDocs.ConfigurationMdEmbedsTheGeneratedTable prints the table to paste into docs/configuration.md) and ask
+ * for sample values of the new variable in tests/test_config.cc. A new kind of value is
  * one struct in config.cc's `kinds` namespace (parse and format), or for a choice of names one name table there.
  *
  * Row: X(id, name, kind, field, refines, shown, default_text, accepted_text, description)
