@@ -163,22 +163,16 @@ inline constexpr std::array<std::pair<std::string_view, LogLevel>, 6> kLogLevels
 inline constexpr std::array<std::pair<std::string_view, bool>, 2> kBooleans = {{{"0", false}, {"1", true}}};
 inline constexpr std::array<std::pair<std::string_view, DeterministicMode>, 3> kDeterministicModes = {
     {{"0", DeterministicMode::kOff}, {"1", DeterministicMode::kOn}, {"warn", DeterministicMode::kWarn}}};
-inline constexpr std::array<std::pair<std::string_view, DeterministicAlgo>, std::size(collectives::kAlgorithmNames)>
-    kAlgorithms = [] {
-      std::array<std::pair<std::string_view, DeterministicAlgo>, std::size(collectives::kAlgorithmNames)> out{};
-      for (std::size_t i = 0; i < out.size(); ++i) {
-        out[i] = {collectives::kAlgorithmNames[i].name, collectives::kAlgorithmNames[i].algorithm};
-      }
-      return out;
-    }();
-inline constexpr std::array<std::pair<std::string_view, Accumulate>, std::size(collectives::kAccumulateNames)>
-    kAccumulations = [] {
-      std::array<std::pair<std::string_view, Accumulate>, std::size(collectives::kAccumulateNames)> out{};
-      for (std::size_t i = 0; i < out.size(); ++i) {
-        out[i] = {collectives::kAccumulateNames[i].name, collectives::kAccumulateNames[i].accumulate};
-      }
-      return out;
-    }();
+// The (name, value) pairs of one of collectives/algorithm_names.h's tables, for parse_choice.
+template <typename Entry, typename Enum, std::size_t N>
+constexpr std::array<std::pair<std::string_view, Enum>, N> choices_of(const Entry (&entries)[N], Enum Entry::*value) {
+  std::array<std::pair<std::string_view, Enum>, N> out{};
+  for (std::size_t i = 0; i < N; ++i) out[i] = {entries[i].name, entries[i].*value};
+  return out;
+}
+inline constexpr auto kAlgorithms = choices_of(collectives::kAlgorithmNames, &collectives::AlgorithmName::algorithm);
+inline constexpr auto kAccumulations =
+    choices_of(collectives::kAccumulateNames, &collectives::AccumulateName::accumulate);
 
 // The accepted values of a choice, from its table: "off, meta, hash or segments (any case)".
 template <const auto& kChoices>
