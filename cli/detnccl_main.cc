@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "detnccl_version.h"
 
 namespace {
 
@@ -136,7 +137,7 @@ int main(int argc, char** argv) {
       "inconsistent, 2 unusable input (the message names the file and why) or bad arguments.",
       "detnccl"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "detnccl 0.1.0");
+  app.set_version_flag("--version", "detnccl " DETNCCL_VERSION_TEXT);
 
   struct Subcommand {
     const char* name;

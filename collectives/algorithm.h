@@ -1,8 +1,9 @@
 /* detnccl collectives: what an algorithm is, and what it is given.
  *
- * An algorithm is one file (mixed_radix.cc, one_shot.cc) that defines an AlgorithmDescriptor, and one line in
- * registry.cc. The driver (deterministic.cc) validates the call, picks the algorithm, splits the message into
- * chunks that fit the scratch cap, and calls run_chunk for each chunk in order on every rank.
+ * An algorithm is one file (mixed_radix.cc, one_shot.cc) that defines an AlgorithmDescriptor, one line in
+ * registry.cc, and its row (number and name) in algorithm_names.h. The driver (deterministic.cc) validates the call,
+ * picks the algorithm, splits the message into chunks that fit the scratch cap, and calls run_chunk for each chunk in
+ * order on every rank.
  *
  * A chunk is n blocks, one per rank; block b is what rank b owns at the end of a reduce-scatter. An algorithm may
  * move blocks any way it likes, but must combine contributions in the AssociationTree's order, with the Backend.
@@ -108,8 +109,7 @@ struct ChunkContext {
 };
 
 struct AlgorithmDescriptor {
-  Algorithm id;
-  const char* name;
+  Algorithm id;  // its name is algorithm_name(id) (algorithm_names.h)
   /* Scratch bytes needed per element of the longest block of a chunk (the chunk size unit). */
   std::size_t (*scratch_bytes_per_unit)(const Problem& problem);
   /* About how many bytes this rank sends for a whole message of `message_bytes` (count x datatype size; for

@@ -225,9 +225,9 @@ ncclResult_t run(const Call& call) {
         message += " (a non-blocking communicator: pass P2pFunctions::comm_get_async_error to wait for the enqueue)";
       }
       if (call.report != nullptr) call.report->chunks = chunks;
-      return fail(
-          call.report, result,
-          "deterministic " + std::string(collective_name(call.collective)) + " (" + descriptor.name + "): " + message);
+      return fail(call.report, result,
+                  "deterministic " + std::string(collective_name(call.collective)) + " (" +
+                      algorithm_name(descriptor.id) + "): " + message);
     }
   }
   if (call.report != nullptr) {

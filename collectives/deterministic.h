@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "abi/nccl_abi.h"
+#include "collectives/algorithm_names.h"
 
 namespace detnccl::collectives {
 
@@ -47,31 +48,18 @@ struct P2pFunctions {
 /* The reductions this library computes. */
 enum class Collective : std::uint8_t { kAllReduce, kReduceScatter, kReduce };
 
-/* The algorithms of the registry (DETNCCL_ALGO). Every one adds in the same association tree, so they give the same
- * bits and differ only in the messages they exchange. */
-enum class Algorithm : std::uint8_t {
-  // The numbers are recorded in logs (CallFields::algorithm, docs/log-format.md): never renumber or reuse one.
-  kAuto = 0,        // chosen per call by select_algorithm()
-  kMixedRadix = 1,  // mixed-radix reduce-scatter + allgather: ring bandwidth for every n, sum(p_i - 1) messages
-  kOneShot = 2,  // every rank sends its contribution straight to the ranks that need it: one round, for small messages
-};
+/* Algorithm and Accumulate, with their names: collectives/algorithm_names.h. */
 
-/* How narrow floats (fp16, bf16, fp8) are accumulated (DETNCCL_ACCUMULATE). */
-enum class Accumulate : std::uint8_t {
-  kNative,   // each addition is done in fp32 and rounded (RNE) to the datatype: NCCL's traffic, one rounding per step
-  kFloat32,  // partial sums stay fp32 across steps and are rounded once: fewer roundings, more traffic
-};
-
-/* The name of an algorithm: "auto", "mixed_radix" or "one_shot". */
+/* The name of an algorithm (DETNCCL_ALGORITHMS: "auto", "mixed_radix", ...). */
 const char* algorithm_name(Algorithm algorithm) noexcept;
 
 /* The algorithm a DETNCCL_ALGO value names (case-insensitive; "-" and "_" alike), or nullopt. */
 std::optional<Algorithm> algorithm_from_name(std::string_view name) noexcept;
 
-/* The name of an accumulation mode: "native" or "fp32". */
+/* The name of an accumulation mode (DETNCCL_ACCUMULATIONS: "native", "fp32"). */
 const char* accumulate_name(Accumulate accumulate) noexcept;
 
-/* The mode a DETNCCL_ACCUMULATE value names ("native" or "fp32", case-insensitive), or nullopt. */
+/* The mode a DETNCCL_ACCUMULATE value names (case-insensitive; "-" and "_" alike), or nullopt. */
 std::optional<Accumulate> accumulate_from_name(std::string_view name) noexcept;
 
 /* Default cap on the scratch memory one communicator holds (host or device): 32 MiB. Larger messages are processed

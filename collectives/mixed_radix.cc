@@ -148,7 +148,6 @@ ncclResult_t run_chunk(const ChunkContext& c) {
 
 }  // namespace
 
-const AlgorithmDescriptor kMixedRadixAlgorithm{Algorithm::kMixedRadix, "mixed_radix", scratch_bytes_per_unit,
-                                               bytes_sent, run_chunk};
+const AlgorithmDescriptor kMixedRadixAlgorithm{Algorithm::kMixedRadix, scratch_bytes_per_unit, bytes_sent, run_chunk};
 
 }  // namespace detnccl::collectives

@@ -79,7 +79,6 @@ ncclResult_t run_chunk(const ChunkContext& c) {
 
 }  // namespace
 
-const AlgorithmDescriptor kOneShotAlgorithm{Algorithm::kOneShot, "one_shot", scratch_bytes_per_unit, bytes_sent,
-                                            run_chunk};
+const AlgorithmDescriptor kOneShotAlgorithm{Algorithm::kOneShot, scratch_bytes_per_unit, bytes_sent, run_chunk};
 
 }  // namespace detnccl::collectives

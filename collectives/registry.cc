@@ -55,25 +55,32 @@ const AlgorithmDescriptor& algorithm_descriptor(Algorithm algorithm) {
 }
 
 const char* algorithm_name(Algorithm algorithm) noexcept {
-  return algorithm == Algorithm::kAuto ? "auto" : algorithm_descriptor(algorithm).name;
+  for (const AlgorithmName& entry : kAlgorithmNames) {
+    if (entry.algorithm == algorithm) return entry.name;
+  }
+  return "?";
 }
 
 std::optional<Algorithm> algorithm_from_name(std::string_view name) noexcept {
   const std::string wanted = lowercase(name);
-  for (Algorithm algorithm : {Algorithm::kAuto, Algorithm::kMixedRadix, Algorithm::kOneShot}) {
-    if (wanted == algorithm_name(algorithm)) return algorithm;
+  for (const AlgorithmName& entry : kAlgorithmNames) {
+    if (wanted == entry.name) return entry.algorithm;
   }
   return std::nullopt;
 }
 
 const char* accumulate_name(Accumulate accumulate) noexcept {
-  return accumulate == Accumulate::kFloat32 ? "fp32" : "native";
+  for (const AccumulateName& entry : kAccumulateNames) {
+    if (entry.accumulate == accumulate) return entry.name;
+  }
+  return "?";
 }
 
 std::optional<Accumulate> accumulate_from_name(std::string_view name) noexcept {
   const std::string wanted = lowercase(name);
-  if (wanted == "native") return Accumulate::kNative;
-  if (wanted == "fp32") return Accumulate::kFloat32;
+  for (const AccumulateName& entry : kAccumulateNames) {
+    if (wanted == entry.name) return entry.accumulate;
+  }
   return std::nullopt;
 }
 

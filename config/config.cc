@@ -7,415 +7,95 @@
 #include <new>
 #include <utility>
 
+#include "config/value_kinds.h"
+
 namespace detnccl::config {
 namespace {
 
-// RATIONALE: environment values come from users and launchers and may be anything; these caps keep every parse
-// linear and bounded in memory whatever they hold.
+using parsing::closest_name;
+using parsing::edit_distance;
+using parsing::equals_ignoring_case;
+using parsing::kMaxQuotedBytes;
+using parsing::kOpListText;
+using parsing::kTracedOpNames;
+using parsing::Problem;
+using parsing::quoted;
+
+// RATIONALE: environment values come from users and launchers and may be anything; this cap (and those of
+// value_kinds.h) keep every parse linear and bounded in memory whatever they hold.
 constexpr std::size_t kMaxValueBytes = 1 << 20;
-constexpr std::size_t kMaxListEntries = 1 << 16;
-constexpr std::size_t kMaxPathBytes = 4095;
-constexpr std::size_t kMaxQuotedBytes = 80;
 constexpr std::string_view kPrefix = "DETNCCL_";
 // No value may start or end with one of these (one rule for every variable): at the ends of a value, white space is
 // almost always a quoting slip ("DETNCCL_DIR= /x", "$STEPS ") that would otherwise be silently taken literally by
 // some variables and dropped by others.
 constexpr std::string_view kValueWhiteSpace = " \t\n\r\v\f";
-// The largest global rank: ranks are 32-bit everywhere (NCCL's int, the log's rank field).
-constexpr std::uint64_t kMaxRank = 0xffffffffu;
 
 constexpr std::array<EnvVarInfo, kEnvVarCount> kEnvVars = {{
-#define DETNCCL_ENV_VAR_INFO(id, name, default_text, accepted_text, description) \
-  {EnvVar::id, name, default_text, accepted_text, description},
+#define DETNCCL_ENV_VAR_INFO(id, name, kind, field, refines, shown, default_text, accepted_text, description) \
+  {EnvVar::id,                                                                                                \
+   name,                                                                                                      \
+   default_text,                                                                                              \
+   accepted_text,                                                                                             \
+   description,                                                                                               \
+   Refines::refines,                                                                                          \
+   std::string_view(#shown) == "diagnostic"},
     DETNCCL_ENV_VARS(DETNCCL_ENV_VAR_INFO)
 #undef DETNCCL_ENV_VAR_INFO
 }};
 
-// "ncclAllReduce" + 4 is "AllReduce": DETNCCL_OPS names drop the prefix.
-constexpr std::array<std::string_view, kTracedOpCount> kTracedOpNames = {
-#define DETNCCL_TRACED_OP_NAME(ret, name, params, args, kind, need) \
-  DETNCCL_TRACED_KIND_##kind(std::string_view(#name).substr(4), )
-    DETNCCL_NCCL_API(DETNCCL_TRACED_OP_NAME)
-#undef DETNCCL_TRACED_OP_NAME
+// Every Config field has its row: the rows name their fields (a row without one does not compile), and Config has as
+// many fields as there are rows. RATIONALE: an aggregate's field count is the most initializers it accepts; a value
+// that converts to any type stands for each.
+struct AnyField {
+  template <typename T>
+  operator T() const;  // never defined: only used unevaluated
 };
-
-char ascii_upper(char c) noexcept { return (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c; }
-
-bool equals_ignoring_case(std::string_view a, std::string_view b) noexcept {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (ascii_upper(a[i]) != ascii_upper(b[i])) return false;
-  }
-  return true;
-}
-
-// Spaces and tabs around the entries of a list ("1-3, 7-") are allowed; see kValueWhiteSpace for the value's ends.
-std::string_view trim(std::string_view s) noexcept {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-}  // namespace
-
-void append_escaped(std::string& out, std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  for (char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte >= 0x20 && byte < 0x7f) {
-      out += c;
-    } else {
-      out += "\\x";
-      out += kHex[byte >> 4];
-      out += kHex[byte & 0xf];
-    }
-  }
-}
-
-namespace {
-
-// A value as an error message quotes it: escaped, and shortened (with its length) when long.
-std::string quoted(std::string_view value) {
-  std::string out = "\"";
-  append_escaped(out, value.substr(0, kMaxQuotedBytes));
-  if (value.size() > kMaxQuotedBytes)
-    out += "...\" (" + std::to_string(value.size()) + " bytes)";
-  else
-    out += '"';
-  return out;
-}
-
-// Levenshtein distance, bounded: names longer than a known name by a lot are not typos of it.
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t above = row[j];
-      const std::size_t substitute = diagonal + (ascii_upper(a[i - 1]) == ascii_upper(b[j - 1]) ? 0 : 1);
-      row[j] = std::min({above + 1, row[j - 1] + 1, substitute});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-// The known name closest to a mistyped one, if it is close enough to be a typo: a few edits away, or one name a
-// prefix of the other (DETNCCL_SEGMENT for DETNCCL_SEGMENT_BYTES).
-template <typename Names>
-std::optional<std::string_view> closest_name(std::string_view typed, const Names& names, std::size_t skip) {
-  if (typed.size() > 64) return std::nullopt;
-  const std::string_view typed_tail = typed.substr(std::min(skip, typed.size()));
-  std::optional<std::string_view> best;
-  std::size_t best_distance = std::numeric_limits<std::size_t>::max();
-  for (std::string_view name : names) {
-    const std::string_view tail = name.substr(std::min(skip, name.size()));
-    std::size_t distance = edit_distance(typed, name);
-    const std::size_t limit = tail.size() >= 10 ? 3 : 2;
-    const std::size_t shorter = std::min(tail.size(), typed_tail.size());
-    if (distance > limit && shorter >= 4 &&
-        equals_ignoring_case(tail.substr(0, shorter), typed_tail.substr(0, shorter))) {
-      distance = limit;
-    }
-    if (distance <= limit && distance < best_distance) {
-      best = name;
-      best_distance = distance;
-    }
-  }
-  return best;
-}
-
-// What a value parser returns: nullopt on success, else the reason (a phrase, without the variable's name).
-using Problem = std::optional<std::string>;
-
-// Why text is not a plain decimal number, in the user's terms: a sign, a fraction or hexadecimal is named as such
-// rather than reported as a stray character.
-std::string not_a_number(std::string_view text) {
-  if (text.empty()) return "no digits";
-  if (text.front() == '-') return "negative numbers are not accepted";
-  if (text.front() == '+') return "signs are not accepted";
-  if (text.size() > 1 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
-    return "hexadecimal numbers are not accepted";
-  }
-  const std::size_t dot = text.find('.');
-  if (dot != std::string_view::npos && dot + 1 < text.size() && text[dot + 1] >= '0' && text[dot + 1] <= '9') {
-    return "fractions are not accepted";
-  }
-  return "not a decimal number";
-}
-
-Problem parse_plain_number(std::string_view text, std::uint64_t& out) {
-  if (text.empty()) return "no digits";
-  std::uint64_t value = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return not_a_number(text);
-    if (__builtin_mul_overflow(value, std::uint64_t{10}, &value) ||
-        __builtin_add_overflow(value, static_cast<std::uint64_t>(c - '0'), &value)) {
-      return "the number is too large";
-    }
-  }
-  out = value;
-  return std::nullopt;
-}
-
-// Decimal with an optional K/KiB, M/MiB or G/GiB suffix (any case), in powers of 1024.
-Problem parse_byte_count(std::string_view text, std::uint64_t& out) {
-  std::size_t digits = 0;
-  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
-  const std::string_view suffix = text.substr(digits);
-  std::uint64_t multiplier = 1;
-  if (suffix.empty()) {
-    multiplier = 1;
-  } else if (equals_ignoring_case(suffix, "K") || equals_ignoring_case(suffix, "KiB")) {
-    multiplier = std::uint64_t{1} << 10;
-  } else if (equals_ignoring_case(suffix, "M") || equals_ignoring_case(suffix, "MiB")) {
-    multiplier = std::uint64_t{1} << 20;
-  } else if (equals_ignoring_case(suffix, "G") || equals_ignoring_case(suffix, "GiB")) {
-    multiplier = std::uint64_t{1} << 30;
-  } else if (const std::string reason = not_a_number(text); reason != "not a decimal number") {
-    return reason;  // "-1", "+5", "0x10", "1.5K": a sign, hexadecimal or a fraction, not a suffix
+template <typename Aggregate, typename... Fields>
+constexpr std::size_t field_count() {
+  if constexpr (requires { Aggregate{Fields{}..., AnyField{}}; }) {
+    return field_count<Aggregate, Fields..., AnyField>();
   } else {
-    return "unknown suffix (K, M or G expected)";
+    return sizeof...(Fields);
   }
-  std::uint64_t number = 0;
-  if (Problem problem = parse_plain_number(text.substr(0, digits), number)) return problem;
-  if (__builtin_mul_overflow(number, multiplier, &out)) return "the number is too large";
-  return std::nullopt;
 }
-
-// One number of a window: a plain decimal number up to `largest` (`what` names it in the message).
-Problem parse_window_number(std::string_view text, std::uint64_t largest, std::string_view what, std::uint64_t& out) {
-  if (Problem problem = parse_plain_number(text, out)) return problem;
-  if (out > largest) return std::string(what) + " is at most " + std::to_string(largest);
-  return std::nullopt;
-}
-
-// "all", or a comma-separated list of N, N-M and N- (N and up) entries, every number at most `largest`.
-Problem parse_interval_set(std::string_view text, std::uint64_t largest, std::string_view what, IntervalSet& out) {
-  if (equals_ignoring_case(text, "all")) {
-    out = IntervalSet();
-    return std::nullopt;
-  }
-  std::vector<Interval> intervals;
-  while (true) {
-    const std::size_t comma = text.find(',');
-    const std::string_view entry = trim(text.substr(0, comma));
-    if (intervals.size() == kMaxListEntries) return "more than " + std::to_string(kMaxListEntries) + " entries";
-    if (entry.empty()) return "an entry of the list is empty";
-    Interval interval;
-    if (entry.front() == '-') {
-      const std::string_view rest = trim(entry.substr(1));
-      if (!rest.empty() && rest.front() >= '0' && rest.front() <= '9') return "negative numbers are not accepted";
-      return "a range has no start (N-M, or N- for N and up)";
-    }
-    const std::size_t dash = entry.find('-');
-    if (Problem problem = parse_window_number(trim(entry.substr(0, dash)), largest, what, interval.first)) {
-      return problem;
-    }
-    if (dash == std::string_view::npos) {
-      interval.last = interval.first;
-    } else if (trim(entry.substr(dash + 1)).empty()) {
-      interval.last = std::numeric_limits<std::uint64_t>::max();  // N-: N and everything after
-    } else {
-      if (Problem problem = parse_window_number(trim(entry.substr(dash + 1)), largest, what, interval.last)) {
-        return problem;
-      }
-      if (interval.last < interval.first) return "a range ends before it starts";
-    }
-    intervals.push_back(interval);
-    if (comma == std::string_view::npos) break;
-    text.remove_prefix(comma + 1);
-  }
-  out = IntervalSet::of(std::move(intervals));
-  return std::nullopt;
-}
-
-Problem parse_op_set(std::string_view text, OpSet& out) {
-  if (equals_ignoring_case(text, "all")) {
-    out = OpSet();
-    return std::nullopt;
-  }
-  std::vector<TracedOp> ops;
-  while (true) {
-    const std::size_t comma = text.find(',');
-    const std::string_view entry = trim(text.substr(0, comma));
-    if (ops.size() == kMaxListEntries) return "more than " + std::to_string(kMaxListEntries) + " entries";
-    if (entry.empty()) return "an entry of the list is empty";
-    const std::optional<TracedOp> op = traced_op_from_name(entry);
-    if (!op) {
-      std::string problem = quoted(entry) + " is not an operation";
-      if (auto near = closest_name(entry, kTracedOpNames, 0)) problem += " (did you mean " + std::string(*near) + "?)";
-      return problem;
-    }
-    ops.push_back(*op);
-    if (comma == std::string_view::npos) break;
-    text.remove_prefix(comma + 1);
-  }
-  out = OpSet::of(ops);
-  return std::nullopt;
-}
-
-template <typename Enum, std::size_t N>
-Problem parse_choice(std::string_view text, const std::array<std::pair<std::string_view, Enum>, N>& choices,
-                     Enum& out) {
-  for (const auto& [name, value] : choices) {
-    if (equals_ignoring_case(text, name)) {
-      out = value;
-      return std::nullopt;
-    }
-  }
-  return std::string("not one of the accepted values");
-}
-
-Problem parse_path(std::string_view text, std::string& out) {
-  if (text.size() > kMaxPathBytes) return "longer than " + std::to_string(kMaxPathBytes) + " bytes";
-  if (text.find('\0') != std::string_view::npos) return "it holds a NUL byte";
-  out.assign(text);
-  return std::nullopt;
-}
-
-constexpr std::array<std::pair<std::string_view, TraceLevel>, 4> kTraceLevels = {{{"off", TraceLevel::kOff},
-                                                                                  {"meta", TraceLevel::kMeta},
-                                                                                  {"hash", TraceLevel::kHash},
-                                                                                  {"segments", TraceLevel::kSegments}}};
-constexpr std::array<std::pair<std::string_view, LogLevel>, 6> kLogLevels = {{{"trace", LogLevel::kTrace},
-                                                                              {"debug", LogLevel::kDebug},
-                                                                              {"info", LogLevel::kInfo},
-                                                                              {"warn", LogLevel::kWarn},
-                                                                              {"error", LogLevel::kError},
-                                                                              {"off", LogLevel::kOff}}};
-constexpr std::array<std::pair<std::string_view, bool>, 2> kBooleans = {{{"0", false}, {"1", true}}};
-constexpr std::array<std::pair<std::string_view, DeterministicMode>, 3> kDeterministicModes = {
-    {{"0", DeterministicMode::kOff}, {"1", DeterministicMode::kOn}, {"warn", DeterministicMode::kWarn}}};
-constexpr std::array<std::pair<std::string_view, DeterministicAlgo>, 3> kAlgorithms = {
-    {{"auto", DeterministicAlgo::kAuto},
-     {"mixed_radix", DeterministicAlgo::kMixedRadix},
-     {"one_shot", DeterministicAlgo::kOneShot}}};
-constexpr std::array<std::pair<std::string_view, Accumulate>, 2> kAccumulations = {
-    {{"native", Accumulate::kNative}, {"fp32", Accumulate::kFloat32}}};
-
-template <typename Enum, std::size_t N>
-std::string_view choice_name(const std::array<std::pair<std::string_view, Enum>, N>& choices, Enum value) {
-  for (const auto& [name, choice] : choices) {
-    if (choice == value) return name;
-  }
-  return "?";
-}
+static_assert(field_count<Config>() == kEnvVarCount,
+              "every Config field needs its row in config/env_vars.h (and every row its own field)");
 
 // Parses one known variable's (non-empty) value into config. Returns the problem, if any.
 Problem parse_value(EnvVar id, std::string_view value, Config& config) {
   switch (id) {
-    case EnvVar::kDir:
-      return parse_path(value, config.dir);
-    case EnvVar::kRun:
-      if (!is_valid_run_name(value)) return std::string("not a valid run name");
-      config.run.assign(value);
-      return std::nullopt;
-    case EnvVar::kTrace:
-      return parse_choice(value, kTraceLevels, config.trace);
-    case EnvVar::kSegmentBytes: {
-      std::uint64_t bytes = 0;
-      if (Problem problem = parse_byte_count(value, bytes)) return problem;
-      if (bytes == 0 || bytes % kSegmentGranule != 0) return std::string("not a multiple of 16K");
-      if (bytes > (std::uint64_t{1} << 30)) return std::string("larger than 1G");
-      config.segment_bytes = bytes;
-      return std::nullopt;
-    }
-    case EnvVar::kSteps:
-      return parse_interval_set(value, std::numeric_limits<std::uint64_t>::max(), "a step", config.steps);
-    case EnvVar::kRanks:
-      return parse_interval_set(value, kMaxRank, "a rank", config.ranks);
-    case EnvVar::kOps:
-      return parse_op_set(value, config.ops);
-    case EnvVar::kMinBytes:
-      return parse_byte_count(value, config.min_bytes);
-    case EnvVar::kLogLevel:
-      return parse_choice(value, kLogLevels, config.log_level);
-    case EnvVar::kLogFile:
-      return parse_path(value, config.log_file);
-    case EnvVar::kPrintConfig:
-      return parse_choice(value, kBooleans, config.print_config);
-    case EnvVar::kDeterministic:
-      return parse_choice(value, kDeterministicModes, config.deterministic);
-    case EnvVar::kAlgo:
-      return parse_choice(value, kAlgorithms, config.algo);
-    case EnvVar::kAccumulate:
-      return parse_choice(value, kAccumulations, config.accumulate);
+#define DETNCCL_ENV_VAR_PARSE(id, name, kind, field, ...) \
+  case EnvVar::id:                                        \
+    return kinds::kind::parse(value, config.field);
+    DETNCCL_ENV_VARS(DETNCCL_ENV_VAR_PARSE)
+#undef DETNCCL_ENV_VAR_PARSE
   }
   return std::string("unhandled variable");
 }
 
-std::string format_byte_count(std::uint64_t bytes) {
-  if (bytes != 0 && bytes % (std::uint64_t{1} << 30) == 0) return std::to_string(bytes >> 30) + "G";
-  if (bytes != 0 && bytes % (std::uint64_t{1} << 20) == 0) return std::to_string(bytes >> 20) + "M";
-  if (bytes != 0 && bytes % (std::uint64_t{1} << 10) == 0) return std::to_string(bytes >> 10) + "K";
-  return std::to_string(bytes);
-}
-
-std::string format_interval_set(const IntervalSet& set) {
-  if (set.is_everything()) return "all";
-  std::string out;
-  for (const Interval& interval : set.intervals()) {
-    if (!out.empty()) out += ',';
-    out += std::to_string(interval.first);
-    if (interval.last == std::numeric_limits<std::uint64_t>::max()) {
-      out += '-';
-    } else if (interval.last != interval.first) {
-      out += '-' + std::to_string(interval.last);
-    }
-  }
-  return out;
-}
-
-std::string format_op_set(const OpSet& ops) {
-  if (ops.is_everything()) return "all";
-  std::string out;
-  for (std::size_t i = 0; i < kTracedOpCount; ++i) {
-    if (!ops.contains(static_cast<TracedOp>(i))) continue;
-    if (!out.empty()) out += ',';
-    out += kTracedOpNames[i];
-  }
-  return out;
-}
-
+// A variable's value in config, canonical and escaped (what DETNCCL_PRINT_CONFIG prints).
 std::string formatted_value(EnvVar id, const Config& config) {
-  std::string out;
   switch (id) {
-    case EnvVar::kDir:
-      append_escaped(out, config.dir);
-      return out;
-    case EnvVar::kRun:
-      append_escaped(out, config.run);
-      return out;
-    case EnvVar::kTrace:
-      return std::string(choice_name(kTraceLevels, config.trace));
-    case EnvVar::kSegmentBytes:
-      return format_byte_count(config.segment_bytes);
-    case EnvVar::kSteps:
-      return format_interval_set(config.steps);
-    case EnvVar::kRanks:
-      return format_interval_set(config.ranks);
-    case EnvVar::kOps:
-      return format_op_set(config.ops);
-    case EnvVar::kMinBytes:
-      return format_byte_count(config.min_bytes);
-    case EnvVar::kLogLevel:
-      return std::string(choice_name(kLogLevels, config.log_level));
-    case EnvVar::kLogFile:
-      append_escaped(out, config.log_file);
-      return out;
-    case EnvVar::kPrintConfig:
-      return config.print_config ? "1" : "0";
-    case EnvVar::kDeterministic:
-      return std::string(choice_name(kDeterministicModes, config.deterministic));
-    case EnvVar::kAlgo:
-      return std::string(choice_name(kAlgorithms, config.algo));
-    case EnvVar::kAccumulate:
-      return std::string(choice_name(kAccumulations, config.accumulate));
+#define DETNCCL_ENV_VAR_FORMAT(id, name, kind, field, ...) \
+  case EnvVar::id:                                         \
+    return kinds::kind::format(config.field);
+    DETNCCL_ENV_VARS(DETNCCL_ENV_VAR_FORMAT)
+#undef DETNCCL_ENV_VAR_FORMAT
   }
   return "?";
+}
+
+// Whether a variable's value in config is other than its default.
+bool differs_from_default(EnvVar id, const Config& config) {
+  const Config defaults;
+  switch (id) {
+#define DETNCCL_ENV_VAR_DIFFERS(id, name, kind, field, ...) \
+  case EnvVar::id:                                          \
+    return !(config.field == defaults.field);
+    DETNCCL_ENV_VARS(DETNCCL_ENV_VAR_DIFFERS)
+#undef DETNCCL_ENV_VAR_DIFFERS
+  }
+  return false;
 }
 
 std::optional<EnvVar> known_variable(std::string_view name) noexcept {
@@ -467,51 +147,44 @@ struct Ineffective {
   std::string reason;
 };
 
-std::vector<Ineffective> find_ineffective(const Config& config) {
-  const Config defaults;
-  std::vector<Ineffective> found;
-  const auto is_set = [&](EnvVar id) {
-    switch (id) {
-      case EnvVar::kRun:
-        return !config.run.empty();
-      case EnvVar::kSegmentBytes:
-        return config.segment_bytes != defaults.segment_bytes;
-      case EnvVar::kSteps:
-        return !config.steps.is_everything();
-      case EnvVar::kRanks:
-        return !config.ranks.is_everything();
-      case EnvVar::kOps:
-        return !config.ops.is_everything();
-      case EnvVar::kMinBytes:
-        return config.min_bytes != defaults.min_bytes;
-      case EnvVar::kAlgo:
-        return config.algo != defaults.algo;
-      case EnvVar::kAccumulate:
-        return config.accumulate != defaults.accumulate;
-      default:
-        return false;
-    }
-  };
-  const auto add = [&](EnvVar id, EnvVar because_of, std::string_view reason) {
-    if (is_set(id)) found.push_back({id, because_of, std::string(reason)});
-  };
-  constexpr EnvVar kWindows[] = {EnvVar::kSteps, EnvVar::kRanks, EnvVar::kOps, EnvVar::kMinBytes};
-  if (config.trace == TraceLevel::kOff) {
-    const std::string_view reason =
-        config.dir.empty() ? "tracing is off (DETNCCL_DIR is not set)" : "tracing is off (DETNCCL_TRACE=off)";
-    add(EnvVar::kRun, EnvVar::kTrace, reason);
-    add(EnvVar::kSegmentBytes, EnvVar::kTrace, reason);
-    for (EnvVar window : kWindows) add(window, EnvVar::kTrace, reason);
-  } else if (config.trace == TraceLevel::kMeta) {
-    add(EnvVar::kSegmentBytes, EnvVar::kTrace, "DETNCCL_TRACE=meta records no segment digests");
-    for (EnvVar window : kWindows) add(window, EnvVar::kTrace, "DETNCCL_TRACE=meta records no fingerprints");
-  } else if (config.trace == TraceLevel::kHash) {
-    add(EnvVar::kSegmentBytes, EnvVar::kTrace, "segment digests are recorded only at DETNCCL_TRACE=segments");
+// Why a setting that refines `refines` has no effect with config, or nullopt when the feature it refines is on.
+std::optional<std::string_view> feature_off(Refines refines, const Config& config) {
+  TraceLevel needed = TraceLevel::kOff;
+  switch (refines) {
+    case Refines::kNothing:
+      return std::nullopt;
+    case Refines::kDeterministic:
+      if (config.deterministic_mode()) return std::nullopt;
+      return "deterministic mode is off";
+    case Refines::kTracing:
+      needed = TraceLevel::kMeta;
+      break;
+    case Refines::kFingerprints:
+      needed = TraceLevel::kHash;
+      break;
+    case Refines::kSegments:
+      needed = TraceLevel::kSegments;
+      break;
   }
-  if (!config.deterministic_mode()) {
-    const std::string_view reason = "deterministic mode is off";
-    add(EnvVar::kAlgo, EnvVar::kDeterministic, reason);
-    add(EnvVar::kAccumulate, EnvVar::kDeterministic, reason);
+  if (config.trace >= needed) return std::nullopt;
+  if (config.trace == TraceLevel::kOff) {
+    return config.dir.empty() ? "tracing is off (DETNCCL_DIR is not set)" : "tracing is off (DETNCCL_TRACE=off)";
+  }
+  if (config.trace == TraceLevel::kMeta) {
+    return refines == Refines::kSegments ? "DETNCCL_TRACE=meta records no segment digests"
+                                         : "DETNCCL_TRACE=meta records no fingerprints";
+  }
+  return "segment digests are recorded only at DETNCCL_TRACE=segments";
+}
+
+// Every setting of config that has no effect, in table order.
+std::vector<Ineffective> find_ineffective(const Config& config) {
+  std::vector<Ineffective> found;
+  for (const EnvVarInfo& info : kEnvVars) {
+    const std::optional<std::string_view> reason = feature_off(info.refines, config);
+    if (!reason || !differs_from_default(info.id, config)) continue;
+    const EnvVar because_of = info.refines == Refines::kDeterministic ? EnvVar::kDeterministic : EnvVar::kTrace;
+    found.push_back({info.id, because_of, std::string(*reason)});
   }
   return found;
 }
@@ -591,7 +264,7 @@ void parse_into(std::span<const std::string_view> environment, Config& config, s
   if (!trace_given) {
     config.trace = config.dir.empty() ? TraceLevel::kOff : TraceLevel::kHash;
   } else if (config.tracing() && config.dir.empty()) {
-    errors.push_back({"DETNCCL_TRACE", "DETNCCL_TRACE=" + std::string(choice_name(kTraceLevels, config.trace)) +
+    errors.push_back({"DETNCCL_TRACE", "DETNCCL_TRACE=" + kinds::trace_level::format(config.trace) +
                                            " needs DETNCCL_DIR (the directory the logs go to); set DETNCCL_DIR, or "
                                            "set DETNCCL_TRACE=off."});
     return;  // the settings below would only repeat it

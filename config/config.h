@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "abi/nccl_api_table.h"
+#include "collectives/algorithm_names.h"
 #include "config/env_vars.h"
 
 namespace detnccl::config {
@@ -25,17 +26,26 @@ namespace detnccl::config {
 
 // One enumerator per row of DETNCCL_ENV_VARS, in table order.
 enum class EnvVar : std::uint8_t {
-#define DETNCCL_ENV_VAR_ENUMERATOR(id, name, default_text, accepted_text, description) id,
+#define DETNCCL_ENV_VAR_ENUMERATOR(id, name, kind, field, refines, shown, default_text, accepted_text, description) id,
   DETNCCL_ENV_VARS(DETNCCL_ENV_VAR_ENUMERATOR)
 #undef DETNCCL_ENV_VAR_ENUMERATOR
 };
 
 // Number of DETNCCL_* variables.
 inline constexpr std::size_t kEnvVarCount = 0
-#define DETNCCL_ENV_VAR_COUNT(id, name, default_text, accepted_text, description) +1
+#define DETNCCL_ENV_VAR_COUNT(id, name, kind, field, refines, shown, default_text, accepted_text, description) +1
     DETNCCL_ENV_VARS(DETNCCL_ENV_VAR_COUNT)
 #undef DETNCCL_ENV_VAR_COUNT
     ;
+
+// The feature a variable refines: without it, a value other than the default has no effect (ineffective_settings).
+enum class Refines : std::uint8_t {
+  kNothing,        // always has an effect
+  kTracing,        // DETNCCL_TRACE at meta or above (DETNCCL_RUN)
+  kFingerprints,   // DETNCCL_TRACE at hash or above (the windows)
+  kSegments,       // DETNCCL_TRACE=segments (DETNCCL_SEGMENT_BYTES)
+  kDeterministic,  // DETNCCL_DETERMINISTIC=1 or warn (DETNCCL_ALGO, DETNCCL_ACCUMULATE)
+};
 
 // What the table says about one variable.
 struct EnvVarInfo {
@@ -44,6 +54,8 @@ struct EnvVarInfo {
   std::string_view default_text;
   std::string_view accepted_text;
   std::string_view description;
+  Refines refines;
+  bool diagnostic;  // `detnccl diff` and `check` show a difference in it as a note (its row's `shown` is diagnostic)
 };
 
 // Every DETNCCL_* variable, in table order.
@@ -104,11 +116,12 @@ enum class LogLevel : std::uint8_t { kTrace, kDebug, kInfo, kWarn, kError, kOff 
 // run such a call as is).
 enum class DeterministicMode : std::uint8_t { kOff, kOn, kWarn };
 
-// DETNCCL_ALGO: which deterministic algorithm to use (collectives/deterministic.h has the same list).
-enum class DeterministicAlgo : std::uint8_t { kAuto, kMixedRadix, kOneShot };
+// DETNCCL_ALGO: which deterministic algorithm to use. The algorithms and their names are collectives/'s, listed once
+// in collectives/algorithm_names.h (a header of the standard library only).
+using DeterministicAlgo = collectives::Algorithm;
 
-// DETNCCL_ACCUMULATE: how deterministic mode adds narrow floats.
-enum class Accumulate : std::uint8_t { kNative, kFloat32 };
+// DETNCCL_ACCUMULATE: how deterministic mode adds narrow floats (collectives/algorithm_names.h).
+using Accumulate = collectives::Accumulate;
 
 // An inclusive range of unsigned integers.
 struct Interval {

@@ -1,13 +1,8 @@
-/* hostnccl: the environment variables that tune hostnccl, parsed once per communicator creation.
- *
- *   HOSTNCCL_TIMEOUT_S     seconds a call may wait without any progress before failing (default 60; 0 = never;
- *                          timeout_setting.h, shared with hostnccl-run's bootstrap helper)
- *   HOSTNCCL_REDUCE_ORDER  "arrival" (default): contributions are added in the order ranks arrive;
- *                          "rank": in rank order 0..n-1, reproducible from run to run
- *   HOSTNCCL_SLOT_BYTES    staging slot per rank for collectives (default 4 MiB, at least 4096)
- *   HOSTNCCL_RING_BYTES    ring buffer per ordered rank pair for send/recv (default 1 MiB, at least 4096)
- * The creator of a communicator's segment (rank 0) decides the reduce order and the sizes for every rank.
- * HOSTNCCL_JOB_TAG (set by hostnccl-run) is not read here but by ncclGetUniqueId, into the id (shm_names.h).
+/* hostnccl: the environment variables that tune hostnccl, parsed once per communicator creation: HOSTNCCL_TIMEOUT_S,
+ * HOSTNCCL_REDUCE_ORDER, HOSTNCCL_SLOT_BYTES and HOSTNCCL_RING_BYTES (their rows, defaults and accepted values are in
+ * settings.h, the one table of HOSTNCCL_* variables). The creator of a communicator's segment (rank 0) decides the
+ * reduce order and the sizes for every rank. HOSTNCCL_JOB_TAG (set by hostnccl-run) is not read here but by
+ * ncclGetUniqueId, into the id (shm_names.h).
  */
 #ifndef DETNCCL_HOSTNCCL_CONFIG_H
 #define DETNCCL_HOSTNCCL_CONFIG_H
@@ -16,11 +11,9 @@
 #include <string>
 
 #include "abi/nccl_abi.h"
-#include "hostnccl/timeout_setting.h"
+#include "hostnccl/settings.h"
 
 namespace hostnccl {
-
-enum class ReduceOrder : int { kArrival = 0, kRank = 1 };
 
 struct Config {
   double timeout_s = kDefaultTimeoutSeconds;  // 0: wait forever

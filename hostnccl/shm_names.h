@@ -23,9 +23,8 @@ inline constexpr const char* kShmDirectory = "/dev/shm";
 // The first characters of every shared-memory object name hostnccl creates.
 inline constexpr std::string_view kShmNamePrefix = "hostnccl-";
 
-// The environment variable holding the job tag. ncclGetUniqueId reads it and stores the tag in the id, so every rank
-// of a communicator (and of its splits) derives the same names from the id alone.
-inline constexpr const char* kJobTagVariable = "HOSTNCCL_JOB_TAG";
+// The job tag is HOSTNCCL_JOB_TAG (settings.h: kJobTagVariable). ncclGetUniqueId reads it and stores the tag in the
+// id, so every rank of a communicator (and of its splits) derives the same names from the id alone.
 
 // A job tag is 1 to kMaxJobTagLength characters from [0-9a-z].
 inline constexpr std::size_t kMaxJobTagLength = 32;

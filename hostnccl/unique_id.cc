@@ -10,6 +10,7 @@
 #define XXH_INLINE_ALL  // header-only use: libnccl.so.2 must not gain a runtime dependency for one hash
 #include <xxhash.h>
 
+#include "hostnccl/settings.h"
 #include "hostnccl/shm_names.h"
 #include "posix/io.h"
 
@@ -18,13 +19,9 @@ namespace hostnccl {
 ncclResult_t make_unique_id(ncclUniqueId* id, std::string* error) {
   std::memset(id, 0, sizeof *id);
   std::string_view tag;
-  if (const char* text = std::getenv(kJobTagVariable); text != nullptr && *text != '\0') {
-    tag = text;
-    if (!is_valid_job_tag(tag)) {
-      *error = std::string("hostnccl: ") + kJobTagVariable + "='" + text + "' is not valid: use 1 to " +
-               std::to_string(kMaxJobTagLength) + " characters from 0-9 and a-z (hostnccl-run sets it per job)";
-      return ncclInvalidArgument;
-    }
+  if (!read_setting<Setting::kJobTag>(&tag, error)) {
+    error->insert(0, "hostnccl: ");
+    return ncclInvalidArgument;
   }
   std::uint8_t random[16];
   if (const int failure = detnccl::posix::fill_random(random, sizeof random); failure != 0) {

@@ -259,19 +259,8 @@ void configure_deterministic(const config::Config& config) noexcept {
     auto* state = new State;
     state->enabled = config.deterministic_mode();
     state->stop_on_unsupported = config.deterministic == config::DeterministicMode::kOn;
-    switch (config.algo) {
-      case config::DeterministicAlgo::kAuto:
-        state->options.algorithm = coll::Algorithm::kAuto;
-        break;
-      case config::DeterministicAlgo::kMixedRadix:
-        state->options.algorithm = coll::Algorithm::kMixedRadix;
-        break;
-      case config::DeterministicAlgo::kOneShot:
-        state->options.algorithm = coll::Algorithm::kOneShot;
-        break;
-    }
-    state->options.accumulate =
-        config.accumulate == config::Accumulate::kFloat32 ? coll::Accumulate::kFloat32 : coll::Accumulate::kNative;
+    state->options.algorithm = config.algo;  // the same enums (collectives/algorithm_names.h)
+    state->options.accumulate = config.accumulate;
     g_state = state;
     static std::once_flag fork_handlers;
     std::call_once(fork_handlers, [] { pthread_atfork(lock_before_fork, unlock_in_parent, forget_parent_in_child); });

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "detnccl_version.h"
 #include "hash/fingerprint.h"
 #include "hash/tree_shape.h"
 #include "interpose/buffer_location.h"
@@ -43,8 +44,6 @@ namespace {
 
 // EX_CONFIG from sysexits.h: the job stops because of its configuration.
 constexpr int kExitInvalidConfiguration = 78;
-constexpr std::uint32_t kDetncclVersion = 100;  // 0.1.0 as major * 10000 + minor * 100 + patch
-constexpr const char* kDetncclVersionText = "0.1.0";
 
 // What the tracer knows about one communicator. Kept until the process ends (Process::every_communicator), since a
 // thread's CommunicatorCache may still point at it after ncclCommDestroy: a few dozen bytes per communicator.
@@ -396,11 +395,11 @@ void create_writer(Process& process, const Communicator& first) {
   int nccl_version = 0;
   if (DETNCCL_REAL(ncclGetVersion)(&nccl_version) == ncclSuccess) header.nccl_version = nccl_version;
   header.fingerprint_version = hash::kFingerprintVersion;
-  header.detnccl_version = kDetncclVersion;
+  header.detnccl_version = DETNCCL_VERSION_NUMBER;
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   header.host = host;
-  header.detnccl_version_text = kDetncclVersionText;
+  header.detnccl_version_text = DETNCCL_VERSION_TEXT;
   header.run = run_name(process);
   header.config_text = config::format_config(process.config);
   header.nccl_environment = config::nccl_variables(environment);

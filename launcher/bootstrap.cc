@@ -99,8 +99,9 @@ bool share_unique_id_through_file(const std::string& path, int rank, std::chrono
 }
 
 bool share_unique_id(int rank, ncclUniqueId* id, std::string* error) {
-  const char* path = std::getenv(kUniqueIdFileVariable);
-  if (path == nullptr || *path == '\0') {
+  std::string path;
+  if (!hostnccl::read_setting<hostnccl::Setting::kIdFile>(&path, error)) return false;
+  if (path.empty()) {
     *error = std::string(kUniqueIdFileVariable) +
              " is not set: start the program with hostnccl-run (or set it to a file path that all ranks share)";
     return false;

@@ -12,11 +12,12 @@
 #include <string>
 
 #include "abi/nccl_abi.h"
+#include "hostnccl/settings.h"
 
 namespace detnccl {
 
 // The environment variable naming the file through which the ranks share the unique id (set by hostnccl-run).
-inline constexpr const char* kUniqueIdFileVariable = "HOSTNCCL_ID_FILE";
+inline constexpr const char* kUniqueIdFileVariable = hostnccl::setting_info(hostnccl::Setting::kIdFile).name;
 // How long ranks other than 0 wait for the id is HOSTNCCL_TIMEOUT_S seconds (default 60; 0 waits forever), read as
 // hostnccl itself reads it (hostnccl/timeout_setting.h).
 

@@ -22,6 +22,7 @@
 #include <optional>
 #include <string_view>
 
+#include "hostnccl/settings.h"
 #include "launcher/job_shm.h"
 #include "launcher/line_prefixer.h"
 #include "hostnccl/shm_names.h"

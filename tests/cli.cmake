@@ -1,7 +1,8 @@
 # The `detnccl` command: its analysis on synthetic logs (test_cli_analysis), and the binary end to end on logs the
 # shim wrote over hostnccl (test_cli).
 add_executable(test_cli_analysis test_cli_analysis.cc)
-target_link_libraries(test_cli_analysis PRIVATE detnccl_analysis detnccl_records detnccl_options GTest::gtest_main)
+target_link_libraries(test_cli_analysis PRIVATE detnccl_analysis detnccl_records detnccl_config detnccl_options
+                                                GTest::gtest_main)
 gtest_discover_tests(test_cli_analysis)
 
 if(TARGET hostnccl AND TARGET hostnccl-run AND TARGET trace_job)
@@ -11,7 +12,7 @@ if(TARGET hostnccl AND TARGET hostnccl-run AND TARGET trace_job)
   target_compile_definitions(test_cli PRIVATE
     DETNCCL_SHIM_PATH="$<TARGET_FILE:detnccl>" DETNCCL_TRACE_JOB="$<TARGET_FILE:trace_job>"
     DETNCCL_LAUNCHER="$<TARGET_FILE:hostnccl-run>" DETNCCL_CLI="$<TARGET_FILE:detnccl-cli>"
-    DETNCCL_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+    DETNCCL_SOURCE_DIR="${PROJECT_SOURCE_DIR}" DETNCCL_CMAKE_VERSION="${PROJECT_VERSION}")
   add_dependencies(test_cli detnccl trace_job hostnccl-run detnccl-cli detnccl-fingerprint)
   gtest_discover_tests(test_cli DISCOVERY_TIMEOUT 30
                        PROPERTIES TIMEOUT 300 RESOURCE_LOCK hostnccl_shm FIXTURES_REQUIRED hostnccl_suite)

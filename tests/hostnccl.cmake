@@ -22,3 +22,9 @@ add_test(NAME hostnccl_leaves_no_shared_memory
          COMMAND sh -c "if ls /dev/shm/hostnccl-* >/dev/null 2>&1; then ls -l /dev/shm/hostnccl-*; exit 1; fi")
 set_tests_properties(hostnccl_leaves_no_shared_memory PROPERTIES FIXTURES_CLEANUP hostnccl_suite
                                                                  RESOURCE_LOCK hostnccl_shm)
+
+# The HOSTNCCL_* table (hostnccl/settings.h, header-only) and docs/hostnccl.md kept in step with it.
+add_executable(test_hostnccl_settings test_hostnccl_settings.cc)
+target_link_libraries(test_hostnccl_settings PRIVATE detnccl_abi detnccl_options GTest::gtest_main)
+target_compile_definitions(test_hostnccl_settings PRIVATE DETNCCL_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+gtest_discover_tests(test_hostnccl_settings)

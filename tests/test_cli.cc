@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "detnccl_version.h"
 #include "records/log_reader.h"
 #include "tests/test_cli_synthetic_run.h"
 #include "tests/test_support.h"
@@ -380,6 +381,27 @@ TEST(CliCheck, ARunDirectoryHoldingTheRanksOfTwoJobsIsRefusedNamingEachJobsRanks
   EXPECT_EQ(compared.exit_code, 2) << compared.output;
   EXPECT_NE(compared.output.find("2 different jobs"), std::string::npos) << compared.output;
   EXPECT_EQ(diff_json(dir, "a", "x")["verdict"], "unusable");
+}
+
+// The version is written once, in CMakeLists.txt's project(): the generated header, `detnccl --version` and the log
+// header the shim writes all say it (DETNCCL_CMAKE_VERSION is CMake's PROJECT_VERSION, passed by tests/cli.cmake).
+TEST(Cli, TheVersionIsCMakesEverywhere) {
+  const std::string cmake_version = DETNCCL_CMAKE_VERSION;
+  EXPECT_EQ(std::string(DETNCCL_VERSION_TEXT), cmake_version);
+  unsigned major = 0, minor = 0, patch = 0;
+  ASSERT_EQ(std::sscanf(cmake_version.c_str(), "%u.%u.%u", &major, &minor, &patch), 3) << cmake_version;
+  EXPECT_EQ(DETNCCL_VERSION_NUMBER, major * 10000 + minor * 100 + patch);
+
+  const CommandResult version = detnccl("--version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.output, "detnccl " + cmake_version + "\n");
+
+  TempDir dir;
+  ASSERT_EQ(traced_job(dir, "a", 2, "--steps 1").exit_code, 0);
+  auto opened = detnccl::records::LogReader::open_file(dir.run("a") + "/" + detnccl::records::rank_log_file_name(0));
+  ASSERT_TRUE(opened.reader) << opened.error;
+  EXPECT_EQ(opened.reader->header().detnccl_version_text, cmake_version);
+  EXPECT_EQ(opened.reader->header().detnccl_version, major * 10000 + minor * 100 + patch);
 }
 
 TEST(CliDump, EveryFormatHasOneLinePerCall) {

@@ -16,7 +16,9 @@
 #include "cli/analysis/run_check.h"
 #include "cli/analysis/run_diff.h"
 #include "cli/analysis/run_jobs.h"
+#include "cli/analysis/run_logs.h"
 #include "cli/analysis/run_stats.h"
+#include "config/config.h"
 #include "tests/test_cli_synthetic_run.h"
 #include "tests/test_support.h"
 
@@ -692,6 +694,24 @@ TEST_F(Analysis, AStepRangeWithNoCallInEitherRunIsNotIdentical) {
 
 // Settings that cannot change any call (detnccl's and NCCL's logging, what is fingerprinted) are notes; settings
 // that change results stay configuration divergences.
+// The CLI's diagnostic settings come from config/env_vars.h's `shown` column: the same answer for every DETNCCL_*
+// variable as the parsed table gives, plus NCCL's debug output, and nothing else.
+TEST(DiagnosticSettings, EveryTableRowIsShownAsItsRowSays) {
+  std::size_t diagnostic = 0;
+  for (const detnccl::config::EnvVarInfo& info : detnccl::config::env_vars()) {
+    EXPECT_EQ(detnccl::analysis::is_diagnostic_setting(info.name), info.diagnostic) << info.name;
+    diagnostic += info.diagnostic ? 1 : 0;
+  }
+  EXPECT_EQ(diagnostic, 9u);  // DETNCCL_TRACE, the five windows and sizes, and the three about detnccl's own output
+  for (const char* name : {"NCCL_DEBUG", "NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_TIMESTAMP_FORMAT",
+                           "NCCL_DEBUG_TIMESTAMP_LEVELS"}) {
+    EXPECT_TRUE(detnccl::analysis::is_diagnostic_setting(name)) << name;
+  }
+  for (const char* name : {"NCCL_ALGO", "NCCL_PROTO", "DETNCCL_BOGUS", "detnccl_trace", "DETNCCL_DIR", ""}) {
+    EXPECT_FALSE(detnccl::analysis::is_diagnostic_setting(name)) << name;
+  }
+}
+
 TEST_F(Analysis, DiagnosticSettingsAreNotesAndResultSettingsDiverge) {
   SyntheticRunSpec noisy;
   noisy.extra_config = "DETNCCL_LOG_LEVEL=error\nDETNCCL_PRINT_CONFIG=1\nDETNCCL_STEPS=1-2\n";

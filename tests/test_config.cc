@@ -358,6 +358,101 @@ TEST(ParseConfig, RanksAre32BitAndAWindowMustSelectARankOfTheJob) {
             "select ranks below 1, or unset DETNCCL_RANKS.");
 }
 
+// The table's `refines` column is what decides which settings have no effect (env_vars.h): each variable that
+// refines a feature is reported exactly when that feature is off, and one that refines nothing never is.
+TEST(EnvVarTable, EachRefinedSettingHasNoEffectExactlyWhenItsFeatureIsOff) {
+  const std::map<std::string_view, std::string_view> non_default = {
+      {"DETNCCL_RUN", "r"},         {"DETNCCL_SEGMENT_BYTES", "64K"}, {"DETNCCL_STEPS", "3"},
+      {"DETNCCL_RANKS", "0"},       {"DETNCCL_OPS", "Send"},          {"DETNCCL_MIN_BYTES", "1K"},
+      {"DETNCCL_ALGO", "one_shot"}, {"DETNCCL_ACCUMULATE", "fp32"},
+  };
+  struct Feature {
+    std::vector<std::string_view> off, on;
+  };
+  const std::map<Refines, Feature> features = {
+      {Refines::kTracing, {{"DETNCCL_DIR=/d", "DETNCCL_TRACE=off"}, {"DETNCCL_DIR=/d", "DETNCCL_TRACE=meta"}}},
+      {Refines::kFingerprints, {{"DETNCCL_DIR=/d", "DETNCCL_TRACE=meta"}, {"DETNCCL_DIR=/d", "DETNCCL_TRACE=hash"}}},
+      {Refines::kSegments, {{"DETNCCL_DIR=/d", "DETNCCL_TRACE=hash"}, {"DETNCCL_DIR=/d", "DETNCCL_TRACE=segments"}}},
+      {Refines::kDeterministic, {{"DETNCCL_DETERMINISTIC=0"}, {"DETNCCL_DETERMINISTIC=1"}}},
+  };
+  std::size_t refining = 0;
+  for (const EnvVarInfo& info : env_vars()) {
+    if (info.refines == Refines::kNothing) continue;
+    ++refining;
+    ASSERT_TRUE(non_default.contains(info.name)) << "add a value other than the default of " << info.name;
+    ASSERT_TRUE(features.contains(info.refines)) << info.name;
+    const std::string setting = std::string(info.name) + "=" + std::string(non_default.at(info.name));
+    for (const bool on : {false, true}) {
+      std::vector<std::string_view> environment = on ? features.at(info.refines).on : features.at(info.refines).off;
+      environment.push_back(setting);
+      const ParsedConfig parsed = parse_config(environment);
+      ASSERT_TRUE(parsed.ok()) << setting << ": " << parsed.error_text();
+      std::vector<std::string> warned;
+      for (const ConfigError& warning : ineffective_settings(parsed.config())) warned.push_back(warning.variable);
+      EXPECT_EQ(warned, on ? std::vector<std::string>{} : std::vector<std::string>{std::string(info.name)})
+          << setting << (on ? " with its feature on" : " with its feature off");
+    }
+  }
+  EXPECT_EQ(refining, non_default.size());
+
+  // Every variable that refines nothing, set with every feature turned off explicitly, counts.
+  std::vector<std::string> environment = {"DETNCCL_DIR=/d",          "DETNCCL_TRACE=off",
+                                          "DETNCCL_DETERMINISTIC=0", "DETNCCL_LOG_LEVEL=info",
+                                          "DETNCCL_LOG_FILE=/tmp/l", "DETNCCL_PRINT_CONFIG=1"};
+  const std::vector<std::string_view> views(environment.begin(), environment.end());
+  const ParsedConfig parsed = parse_config(views);
+  ASSERT_TRUE(parsed.ok()) << parsed.error_text();
+  EXPECT_TRUE(ineffective_settings(parsed.config()).empty());
+  for (std::string_view entry : views) {
+    const std::string_view name = entry.substr(0, entry.find('='));
+    for (const EnvVarInfo& info : env_vars()) {
+      if (info.name == name) {
+        EXPECT_EQ(info.refines, Refines::kNothing) << name;
+      }
+    }
+  }
+}
+
+// DETNCCL_OPS's accepted values are generated from the traced operations: every one is listed, in table order.
+TEST(EnvVarTable, TheOperationListNamesEveryTracedOperation) {
+  std::string expected = "all, or a comma-separated list of ";
+  for (std::size_t i = 0; i < kTracedOpCount; ++i) {
+    if (i != 0) expected += ", ";
+    expected += traced_op_name(static_cast<TracedOp>(i));
+  }
+  expected += " (any case)";
+  EXPECT_EQ(env_var_info(EnvVar::kOps).accepted_text, expected);
+  const ConfigError error = single_error(parse_traced({"DETNCCL_OPS=Nope"}));
+  EXPECT_NE(error.message.find("; accepted: " + expected + "."), std::string::npos) << error.message;
+}
+
+// DETNCCL_ALGO and DETNCCL_ACCUMULATE take the names of collectives/algorithm_names.h, the one list of them: each
+// parses to its own enumerator, and the accepted-values texts are generated from the same list.
+TEST(EnvVarTable, AlgorithmAndAccumulationNamesComeFromTheCollectivesList) {
+  std::string algorithms;
+  for (std::size_t i = 0; i < std::size(collectives::kAlgorithmNames); ++i) {
+    const auto& entry = collectives::kAlgorithmNames[i];
+    const std::string setting = std::string("DETNCCL_ALGO=") + entry.name;
+    const ParsedConfig parsed = parse({"DETNCCL_DETERMINISTIC=1", setting});
+    ASSERT_TRUE(parsed.ok()) << parsed.error_text();
+    EXPECT_EQ(parsed.config().algo, entry.algorithm) << setting;
+    if (i != 0) algorithms += i + 1 == std::size(collectives::kAlgorithmNames) ? " or " : ", ";
+    algorithms += entry.name;
+  }
+  EXPECT_EQ(env_var_info(EnvVar::kAlgo).accepted_text, algorithms + " (any case)");
+  std::string modes;
+  for (std::size_t i = 0; i < std::size(collectives::kAccumulateNames); ++i) {
+    const auto& entry = collectives::kAccumulateNames[i];
+    const std::string setting = std::string("DETNCCL_ACCUMULATE=") + entry.name;
+    const ParsedConfig parsed = parse({"DETNCCL_DETERMINISTIC=1", setting});
+    ASSERT_TRUE(parsed.ok()) << parsed.error_text();
+    EXPECT_EQ(parsed.config().accumulate, entry.accumulate) << setting;
+    if (i != 0) modes += i + 1 == std::size(collectives::kAccumulateNames) ? " or " : ", ";
+    modes += entry.name;
+  }
+  EXPECT_EQ(env_var_info(EnvVar::kAccumulate).accepted_text, modes + " (any case)");
+}
+
 TEST(ParseConfig, WhiteSpaceAtEitherEndIsRefusedInEveryVariable) {
   // One rule for every variable: a valid value with white space before or after it is refused.
   const std::map<std::string_view, std::string_view> valid = {

@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "cli/analysis/call_layout.h"
+#include "config/env_vars.h"
 
 namespace detnccl::analysis {
 
@@ -148,21 +149,20 @@ bool RankLogStream::next(CallInRun& out) {
 bool log_end_is_unusable(const records::LogEnd& end) noexcept { return end.kind == records::LogEndKind::kCorrupt; }
 
 bool is_diagnostic_setting(std::string_view name) noexcept {
-  static constexpr std::string_view kDiagnostic[] = {"DETNCCL_LOG_LEVEL",
-                                                     "DETNCCL_LOG_FILE",
-                                                     "DETNCCL_PRINT_CONFIG",
-                                                     "DETNCCL_TRACE",
-                                                     "DETNCCL_STEPS",
-                                                     "DETNCCL_RANKS",
-                                                     "DETNCCL_OPS",
-                                                     "DETNCCL_MIN_BYTES",
-                                                     "DETNCCL_SEGMENT_BYTES",
-                                                     "NCCL_DEBUG",
-                                                     "NCCL_DEBUG_FILE",
-                                                     "NCCL_DEBUG_SUBSYS",
-                                                     "NCCL_DEBUG_TIMESTAMP_FORMAT",
-                                                     "NCCL_DEBUG_TIMESTAMP_LEVELS"};
-  return std::find(std::begin(kDiagnostic), std::end(kDiagnostic), name) != std::end(kDiagnostic);
+  // The DETNCCL_* rows of config/env_vars.h marked diagnostic.
+  static constexpr std::string_view kDiagnosticVariables[] = {
+#define DETNCCL_DIAGNOSTIC_NAME(id, variable, kind, field, refines, shown, ...) DETNCCL_ENV_SHOWN_##shown(variable, )
+      DETNCCL_ENV_VARS(DETNCCL_DIAGNOSTIC_NAME)
+#undef DETNCCL_DIAGNOSTIC_NAME
+  };
+  // NCCL's debug output.
+  static constexpr std::string_view kNcclDebugVariables[] = {"NCCL_DEBUG", "NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS",
+                                                             "NCCL_DEBUG_TIMESTAMP_FORMAT",
+                                                             "NCCL_DEBUG_TIMESTAMP_LEVELS"};
+  const auto listed = [name](const auto& names) {
+    return std::find(std::begin(names), std::end(names), name) != std::end(names);
+  };
+  return listed(kDiagnosticVariables) || listed(kNcclDebugVariables);
 }
 
 std::string_view log_end_name(records::LogEndKind kind) noexcept {

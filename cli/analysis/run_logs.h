@@ -116,11 +116,12 @@ class RankLogStream {
 bool log_end_is_unusable(const records::LogEnd& end) noexcept;
 
 // Whether a header setting cannot change any call's metadata or data, only what detnccl and NCCL print or what
-// detnccl fingerprints: DETNCCL_LOG_LEVEL, DETNCCL_LOG_FILE, DETNCCL_PRINT_CONFIG, the fingerprinting level and windows
-// (DETNCCL_TRACE, DETNCCL_STEPS, DETNCCL_RANKS, DETNCCL_OPS, DETNCCL_MIN_BYTES, DETNCCL_SEGMENT_BYTES) and NCCL's
-// debug output (NCCL_DEBUG, NCCL_DEBUG_FILE, NCCL_DEBUG_SUBSYS, NCCL_DEBUG_TIMESTAMP_FORMAT,
-// NCCL_DEBUG_TIMESTAMP_LEVELS). Every other setting, version and the world size can change results. diff and check
-// report differences in these as notes, never as divergences or findings.
+// detnccl fingerprints: the DETNCCL_* variables whose row in config/env_vars.h is marked diagnostic (DETNCCL_LOG_LEVEL,
+// DETNCCL_LOG_FILE, DETNCCL_PRINT_CONFIG, the fingerprinting level and windows: DETNCCL_TRACE, DETNCCL_STEPS,
+// DETNCCL_RANKS, DETNCCL_OPS, DETNCCL_MIN_BYTES, DETNCCL_SEGMENT_BYTES) and NCCL's debug output (NCCL_DEBUG,
+// NCCL_DEBUG_FILE, NCCL_DEBUG_SUBSYS, NCCL_DEBUG_TIMESTAMP_FORMAT, NCCL_DEBUG_TIMESTAMP_LEVELS). Every other setting,
+// version and the world size can change results. diff and check report differences in these as notes, never as
+// divergences or findings.
 bool is_diagnostic_setting(std::string_view name) noexcept;
 
 // A short name of a log end: "closed", "truncated", "torn tail", "corrupt", "open".
