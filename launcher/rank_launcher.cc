@@ -23,9 +23,9 @@
 #include <string_view>
 
 #include "hostnccl/settings.h"
+#include "hostnccl/shm_names.h"
 #include "launcher/job_shm.h"
 #include "launcher/line_prefixer.h"
-#include "hostnccl/shm_names.h"
 #include "posix/io.h"
 
 extern char** environ;
