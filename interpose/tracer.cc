@@ -24,11 +24,11 @@
 #include <vector>
 
 #include "config/config.h"
+#include "hash/device_fingerprints.h"
 #include "hash/fingerprint.h"
 #include "hash/tree_shape.h"
 #include "interpose/buffer_location.h"
 #include "interpose/deterministic.h"
-#include "interpose/device_fingerprints.h"
 #include "interpose/non_blocking.h"
 #include "interpose/real_nccl.h"
 #include "interpose/safe_read.h"
@@ -40,6 +40,12 @@
 
 namespace detnccl::interpose {
 namespace {
+
+using hash::device_fingerprints_available;
+using hash::device_fingerprints_unavailable_reason;
+using hash::DeviceDigests;
+using hash::DeviceDigestTicket;
+using hash::enqueue_device_digests;
 
 // EX_CONFIG from sysexits.h: the job stops because of its configuration.
 constexpr int kExitInvalidConfiguration = 78;
