@@ -13,6 +13,7 @@
 
 #include "collectives/dtype_arith.h"
 #include "interpose/buffer_location.h"
+#include "interpose/deterministic.h"
 #include "interpose/real_nccl.h"
 #include "interpose/safe_read.h"
 #include "interpose/shim_log.h"
@@ -104,9 +105,14 @@ bool resolve_communicator(Process& process, ncclComm_t comm, bool calling_on_it)
   const bool asked = DETNCCL_REAL(ncclCommGetAsyncError)(comm, &state) == ncclSuccess;
   const bool ready = asked && state == ncclSuccess;
   int count = 0, rank = 0, device = -1;
+  bool sized = false;  // both size and rank answered (deterministic mode may use them: known_rank_and_size)
   if (ready) {
-    if (DETNCCL_REAL(ncclCommCount)(comm, &count) != ncclSuccess) count = 0;
-    if (DETNCCL_REAL(ncclCommUserRank)(comm, &rank) != ncclSuccess) rank = 0;
+    sized = DETNCCL_REAL(ncclCommCount)(comm, &count) == ncclSuccess;
+    if (!sized) count = 0;
+    if (DETNCCL_REAL(ncclCommUserRank)(comm, &rank) != ncclSuccess) {
+      rank = 0;
+      sized = false;
+    }
     if (DETNCCL_REAL(ncclCommCuDevice)(comm, &device) != ncclSuccess) device = -1;
   }
   const std::lock_guard<std::mutex> lock(process.mutex);
@@ -125,6 +131,7 @@ bool resolve_communicator(Process& process, ncclComm_t comm, bool calling_on_it)
   erase_pending(process, pending);
   created->nranks = static_cast<std::uint32_t>(count);
   created->rank = static_cast<std::uint32_t>(rank);
+  created->rank_known = sized;
   record.device = device;
   record_communicator(process, comm, std::move(created), record);
   return true;
@@ -202,9 +209,11 @@ void resolve_pending_of_this_thread(Process& process) {
 // (the job may not have polled for it: a blocking child of a non-blocking parent). Returns the communicator, or
 // nullptr when the call cannot be traced (warned once when the communicator is still being created).
 Communicator* find_pending_for_call(Process& process, CommunicatorCache& cache, ncclComm_t comm) {
-  if (resolve_communicator(process, comm, true)) return find_communicator_for_call(process.registry, process, cache, comm);
+  if (resolve_communicator(process, comm, true))
+    return find_communicator_for_call(process.registry, process, cache, comm);
   adopt_late_children(process, comm, false);
-  if (resolve_communicator(process, comm, true)) return find_communicator_for_call(process.registry, process, cache, comm);
+  if (resolve_communicator(process, comm, true))
+    return find_communicator_for_call(process.registry, process, cache, comm);
   bool still_pending = false, late_children = false;
   {
     const std::lock_guard<std::mutex> lock(process.mutex);
@@ -291,9 +300,70 @@ bool premulsum_scalar(Process& process, ncclComm_t comm, std::int32_t redop, std
   return true;
 }
 
+namespace {
+
+// Tells deterministic mode which communicator `comm` is a rank of (note_communicator_clique): ranks of one
+// communicator that this process holds share the hash of its unique id, or the id of their ncclCommInitAll; a
+// split's or shrink's child follows from its parent, the split's color (or the survivors' exclusion list) and the
+// parent's earlier splits.
+void note_clique_of(ncclComm_t comm, const CommunicatorOrigin& origin) noexcept {
+  if (origin.unique_id != nullptr) {
+    note_communicator_clique(
+        comm, records::communicator_id_from_unique_id(std::as_bytes(std::span(origin.unique_id->internal))));
+  } else if (origin.origin == records::CommOrigin::kInitAll) {
+    note_communicator_clique(comm, origin.shared_id);
+  } else if (origin.origin == records::CommOrigin::kSplit) {
+    note_communicator_clique(comm, static_cast<std::uint64_t>(origin.color) + 1, origin.parent, origin.late_handle);
+  } else if (origin.origin == records::CommOrigin::kShrink) {
+    note_communicator_clique(comm, origin.exclusion_hash + 1, origin.parent, origin.late_handle);
+  }
+}
+
+// The tracer's part of a destruction: the handle, its pending state and late children, and its PreMulSum scalars
+// are forgotten.
+void forget_traced(ncclComm_t comm) noexcept {
+  Process* process = g_process;
+  if (process == nullptr) return;
+  const std::lock_guard<std::mutex> lock(process->mutex);
+  process->registry.communicators.erase(comm);
+  if (const auto pending = find_pending(*process, comm); pending != process->registry.pending_communicators.end()) {
+    erase_pending(*process, pending);
+  }
+  // Children of `comm` whose handle was never read: the job's variable cannot be trusted any more.
+  std::erase_if(process->registry.pending_communicators, [comm](const PendingCommunicator& pending) {
+    return comm != nullptr && pending.late_handle != nullptr && pending.parent == comm;
+  });
+  process->registry.pending_count.store(process->registry.pending_communicators.size(), std::memory_order_relaxed);
+  communicators_changed(*process);
+  process->registry.premulsum.erase(process->registry.premulsum.lower_bound({comm, INT32_MIN}),
+                                    process->registry.premulsum.upper_bound({comm, INT32_MAX}));
+}
+
+// The tracer's part of a PreMulSum operator: its scalar, for the records of calls that use it.
+void remember_scalar(ncclRedOp_t op, const void* scalar, ncclDataType_t datatype, ncclScalarResidence_t residence,
+                     ncclComm_t comm) noexcept {
+  Process* process = g_process;
+  if (process == nullptr || scalar == nullptr) return;
+  try {
+    PreMulSumScalar value;
+    value.width = arith::dtype_size(datatype);
+    if (residence == ncclScalarHostImmediate && value.width > 0) {
+      std::memcpy(&value.bits, scalar, value.width);
+    } else {
+      value.pointer = scalar;
+    }
+    const std::lock_guard<std::mutex> lock(process->mutex);
+    process->registry.premulsum[{comm, static_cast<std::int32_t>(op)}] = value;
+  } catch (...) {
+  }
+}
+
+}  // namespace
+
 // ---------------------------------------------------------------------------------------------------------------
 
 void on_communicator_created(ncclComm_t comm, const CommunicatorOrigin& origin) noexcept {
+  note_clique_of(comm, origin);
   Process* process = g_process;
   if (process == nullptr || !process->config.tracing()) return;
   try {
@@ -370,22 +440,9 @@ void on_communicator_created(ncclComm_t comm, const CommunicatorOrigin& origin) 
   }
 }
 
-void on_communicator_destroyed(ncclComm_t comm) noexcept {
-  Process* process = g_process;
-  if (process == nullptr) return;
-  const std::lock_guard<std::mutex> lock(process->mutex);
-  process->registry.communicators.erase(comm);
-  if (const auto pending = find_pending(*process, comm); pending != process->registry.pending_communicators.end()) {
-    erase_pending(*process, pending);
-  }
-  // Children of `comm` whose handle was never read: the job's variable cannot be trusted any more.
-  std::erase_if(process->registry.pending_communicators, [comm](const PendingCommunicator& pending) {
-    return comm != nullptr && pending.late_handle != nullptr && pending.parent == comm;
-  });
-  process->registry.pending_count.store(process->registry.pending_communicators.size(), std::memory_order_relaxed);
-  communicators_changed(*process);
-  process->registry.premulsum.erase(process->registry.premulsum.lower_bound({comm, INT32_MIN}),
-                                    process->registry.premulsum.upper_bound({comm, INT32_MAX}));
+std::shared_ptr<void> on_communicator_destroyed(ncclComm_t comm) noexcept {
+  forget_traced(comm);
+  return forget_communicator_deterministic(comm);
 }
 
 void on_async_error_polled(ncclComm_t comm, ncclResult_t state, const void* caller) noexcept {
@@ -404,20 +461,21 @@ void on_async_error_polled(ncclComm_t comm, ncclResult_t state, const void* call
 
 void on_premulsum_created(ncclRedOp_t op, const void* scalar, ncclDataType_t datatype, ncclScalarResidence_t residence,
                           ncclComm_t comm) noexcept {
+  remember_scalar(op, scalar, datatype, residence, comm);
+  note_premulsum(comm, op, scalar, datatype, residence);
+}
+
+void on_premulsum_destroyed(ncclRedOp_t op, ncclComm_t comm) noexcept { forget_premulsum(comm, op); }
+
+bool known_rank_and_size(ncclComm_t comm, int* rank, int* nranks) noexcept {
   Process* process = g_process;
-  if (process == nullptr || scalar == nullptr) return;
-  try {
-    PreMulSumScalar value;
-    value.width = arith::dtype_size(datatype);
-    if (residence == ncclScalarHostImmediate && value.width > 0) {
-      std::memcpy(&value.bits, scalar, value.width);
-    } else {
-      value.pointer = scalar;
-    }
-    const std::lock_guard<std::mutex> lock(process->mutex);
-    process->registry.premulsum[{comm, static_cast<std::int32_t>(op)}] = value;
-  } catch (...) {
-  }
+  if (process == nullptr || comm == nullptr) return false;
+  const std::lock_guard<std::mutex> lock(process->mutex);
+  const auto found = process->registry.communicators.find(comm);
+  if (found == process->registry.communicators.end() || !found->second->rank_known) return false;
+  *rank = static_cast<int>(found->second->rank);
+  *nranks = static_cast<int>(found->second->nranks);
+  return true;
 }
 
 }  // namespace detnccl::interpose

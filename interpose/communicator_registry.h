@@ -1,10 +1,15 @@
-// detnccl shim: the tracer's communicator registry — what the shim knows about each communicator this process
-// created (ordinal, run-wide id, size, rank, PreMulSum scalars), including the ones NCCL has not finished creating
-// (non-blocking, made inside a group) and split children whose handle NCCL stores late. The hooks of tracer.h for
-// creation, destruction, ncclCommGetAsyncError and PreMulSum are defined in communicator_registry.cc.
+// detnccl shim: the communicator registry — what the shim knows about each communicator this process created
+// (ordinal, run-wide id, size, rank, PreMulSum scalars), including the ones NCCL has not finished creating
+// (non-blocking, made inside a group) and split children whose handle NCCL stores late.
 //
-// Internal to the tracer: guarded by Process::mutex (tracer_process.h), except the atomics, which the per-call path
-// reads without it.
+// The hand-written wrappers (wrappers_special.cc) tell it, once per event, about creations, destructions,
+// ncclCommGetAsyncError polls and PreMulSum operators (the hooks below); it records communicators for the tracer and
+// hands deterministic mode what it needs (deterministic.h: the clique of each communicator, PreMulSum operators, the
+// scratch released at destruction). NCCL is asked a communicator's size, rank and device once: deterministic mode
+// takes them from here (known_rank_and_size) when the tracer has recorded it.
+//
+// The structures after the hooks are internal to the tracer: guarded by Process::mutex (tracer_process.h), except
+// the atomics, which the per-call path reads without it.
 #ifndef DETNCCL_INTERPOSE_COMMUNICATOR_REGISTRY_H
 #define DETNCCL_INTERPOSE_COMMUNICATOR_REGISTRY_H
 
@@ -25,6 +30,59 @@
 
 namespace detnccl::interpose {
 
+// How a communicator came to be, as far as its creating call tells.
+struct CommunicatorOrigin {
+  records::CommOrigin origin = records::CommOrigin::kUnknown;
+  const ncclUniqueId* unique_id = nullptr;  // InitRank*, InitRankScalable (the first id)
+  ncclComm_t parent = nullptr;              // Split, Shrink
+  std::int64_t color = records::kNotSplit;  // split color, or a value every survivor of a shrink shares
+  std::int32_t key = records::kNotSplit;
+  std::uint64_t shared_id = 0;       // InitAll: an id already computed for all the communicators of the call
+  std::uint64_t exclusion_hash = 0;  // Shrink: an order-independent hash of the excluded ranks (`color` is part of it)
+  bool in_progress = false;          // the creating call returned ncclInProgress (a non-blocking communicator)
+  // Split, Shrink that returned before NCCL created the child (inside a group, or ncclInProgress on a non-blocking
+  // parent): the caller's *newcomm, still null, where NCCL stores the child's handle once it exists.
+  ncclComm_t* late_handle = nullptr;
+};
+
+// After a communicator-creating call returned (shim_active()): tells deterministic mode which communicator `comm` is
+// a rank of (note_communicator_clique), and, when tracing, records `comm` (nullptr when this rank got none, e.g. a
+// split with NCCL_SPLIT_NOCOLOR: the parent's derivation count still advances). Creates this process's log on first
+// use. NCCL answers the queries the record needs (size, rank, device) only once it has created the communicator: a
+// non-blocking one whose creation returned ncclInProgress, or one created inside a group (at its outermost
+// ncclGroupEnd), is recorded once it is ready — at that ncclGroupEnd, or at the first call made on it, when
+// ncclCommGetAsyncError no longer says ncclInProgress — and always before any record of a call on it.
+// A split's child made inside a group or on a non-blocking parent has no handle yet (`comm` is nullptr and
+// origin.late_handle is set): NCCL stores it at the outermost ncclGroupEnd, or before the parent's async error leaves
+// ncclInProgress; the child is recorded once the creating thread has seen either (or calls on the child).
+void on_communicator_created(ncclComm_t comm, const CommunicatorOrigin& origin) noexcept;
+
+// After ncclCommGetAsyncError answered `state` for `comm`, called from `caller` (a return address): when it is
+// settled, the children of this thread's splits of `comm` that NCCL stores late are there now (or never will be) and
+// are recorded. Nothing when NCCL itself made the call (inside_real_nccl: the tracer asks NCCL nothing from inside
+// an NCCL call).
+void on_async_error_polled(ncclComm_t comm, ncclResult_t state, const void* caller) noexcept;
+
+// Before ncclCommDestroy / ncclCommAbort: forgets `comm` (its handle may be reused afterwards) and returns what holds
+// deterministic mode's scratch for it. Keep that until the real call has returned (see
+// forget_communicator_deterministic).
+[[nodiscard]] std::shared_ptr<void> on_communicator_destroyed(ncclComm_t comm) noexcept;
+
+// After ncclRedOpCreatePreMulSum succeeded: remembers the operator's scalar, so that call records carry it, and what
+// it computes, for deterministic mode.
+void on_premulsum_created(ncclRedOp_t op, const void* scalar, ncclDataType_t datatype, ncclScalarResidence_t residence,
+                          ncclComm_t comm) noexcept;
+
+// After ncclRedOpDestroy succeeded: deterministic mode forgets the operator (a later call with it goes to NCCL).
+void on_premulsum_destroyed(ncclRedOp_t op, ncclComm_t comm) noexcept;
+
+// The size and rank of `comm` when the registry knows them (the tracer recorded it, and NCCL answered both
+// queries): deterministic mode asks NCCL only otherwise. Takes Process::mutex; false when the registry does not know.
+bool known_rank_and_size(ncclComm_t comm, int* rank, int* nranks) noexcept;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Internal to the tracer.
+
 struct Process;
 
 // What the tracer knows about one communicator. Kept until the process ends (every_communicator), since a thread's
@@ -34,6 +92,7 @@ struct Communicator {
   std::uint64_t id = 0;
   std::uint32_t nranks = 0;
   std::uint32_t rank = 0;
+  bool rank_known = false;                    // NCCL answered both ncclCommCount and ncclCommUserRank
   std::atomic<std::uint64_t> calls{0};        // per-communicator sequence numbers
   std::atomic<std::uint64_t> derivations{0};  // splits and shrinks made from it so far
 };
