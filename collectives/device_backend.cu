@@ -9,7 +9,7 @@
 #include <string>
 
 #include "collectives/backend.h"
-#include "hash/cuda_scopes.h"
+#include "cuda/scopes.h"
 
 namespace detnccl::collectives {
 namespace {
@@ -97,8 +97,8 @@ __global__ void finish_kernel(T* dst, const Acc* src, std::size_t count, Element
   }
 }
 
-using hash::cuda::DeviceScope;
-using hash::cuda::RelaxedCaptureMode;
+using detnccl::cuda::DeviceScope;
+using detnccl::cuda::RelaxedCaptureMode;
 
 template <typename T, typename Acc>
 class DeviceBackend final : public Backend {

@@ -16,6 +16,7 @@
 
 #include "collectives/deterministic.h"
 #include "interpose/buffer_location.h"
+#include "interpose/communicator_registry.h"
 #include "interpose/non_blocking.h"
 #include "interpose/real_nccl.h"
 #include "interpose/safe_read.h"
@@ -88,20 +89,30 @@ std::uint64_t take_late_clique(ncclComm_t comm) {
   return 0;
 }
 
+// The state of `comm`, its rank and size filled in once known: from the communicator registry when the tracer has
+// recorded it (NCCL was asked then), else from NCCL (which refuses while it has not finished creating it).
+// RATIONALE: both are asked outside g_state->mutex: the registry's lock comes before this one (fork handlers take
+// them in that order), and NCCL is called outside every lock of ours.
 std::shared_ptr<CommunicatorState> communicator_state(ncclComm_t comm) {
-  const std::lock_guard<std::mutex> lock(g_state->mutex);
-  std::shared_ptr<CommunicatorState>& state = g_state->communicators[comm];
-  if (!state) {
-    state = std::make_shared<CommunicatorState>();
-    if (!g_state->late_cliques.empty()) state->clique = take_late_clique(comm);
-  }
-  if (state->rank < 0) {
-    int rank = -1, nranks = 0;
-    if (DETNCCL_REAL(ncclCommUserRank)(comm, &rank) == ncclSuccess &&
-        DETNCCL_REAL(ncclCommCount)(comm, &nranks) == ncclSuccess) {
-      state->rank = rank;
-      state->nranks = nranks;
+  std::shared_ptr<CommunicatorState> state;
+  {
+    const std::lock_guard<std::mutex> lock(g_state->mutex);
+    std::shared_ptr<CommunicatorState>& entry = g_state->communicators[comm];
+    if (!entry) {
+      entry = std::make_shared<CommunicatorState>();
+      if (!g_state->late_cliques.empty()) entry->clique = take_late_clique(comm);
     }
+    if (entry->rank >= 0) return entry;
+    state = entry;
+  }
+  int rank = -1, nranks = 0;
+  const bool known =
+      known_rank_and_size(comm, &rank, &nranks) || (DETNCCL_REAL(ncclCommUserRank)(comm, &rank) == ncclSuccess &&
+                                                    DETNCCL_REAL(ncclCommCount)(comm, &nranks) == ncclSuccess);
+  if (known) {
+    const std::lock_guard<std::mutex> lock(g_state->mutex);
+    state->rank = rank;
+    state->nranks = nranks;
   }
   return state;
 }

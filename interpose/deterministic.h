@@ -35,6 +35,9 @@ ncclResult_t run_deferred_deterministic(bool group_in_progress) noexcept;
 // reductions are dropped unrun too.
 void discard_deferred_deterministic() noexcept;
 
+// What deterministic mode learns about communicators and operators, told by the communicator registry
+// (communicator_registry.h) at each event the wrappers report to it.
+
 // A PreMulSum operator was created: remembers what it computes (a host-immediate scalar is copied now).
 void note_premulsum(ncclComm_t comm, ncclRedOp_t op, const void* scalar, ncclDataType_t datatype,
                     ncclScalarResidence_t residence) noexcept;

@@ -1,13 +1,14 @@
 // detnccl shim: the hand-written wrappers — communicator creation and destruction, group brackets, custom reduction
 // operators and ncclCommGetAsyncError: the calls where the shim learns about communicators (a split's child included,
-// whose handle NCCL may store only once the split is over), groups and PreMulSum scalars.
+// whose handle NCCL may store only once the split is over), groups and PreMulSum scalars. Each event is told once to
+// the communicator registry (communicator_registry.h), which serves the tracer and deterministic mode.
 #include <cstdint>
 #include <ctime>
-#include <span>
 
 #include <unistd.h>
 
 #include "abi/nccl_abi.h"
+#include "interpose/communicator_registry.h"
 #include "interpose/deterministic.h"
 #include "interpose/real_nccl.h"
 #include "interpose/shim_state.h"
@@ -35,11 +36,6 @@ ncclComm_t child_so_far(ncclComm_t* newcomm, bool gets_child, ncclComm_t** late_
 
 void record_initialized(ncclComm_t* comm, ncclResult_t result, CommOrigin origin, const ncclUniqueId* id) {
   if (shim_active() && created(result) && comm != nullptr) {
-    if (id != nullptr) {
-      // Ranks of one communicator that this process holds share the id (deterministic mode's groups need to know).
-      detnccl::interpose::note_communicator_clique(
-          *comm, detnccl::records::communicator_id_from_unique_id(std::as_bytes(std::span(id->internal))));
-    }
     CommunicatorOrigin how;
     how.origin = origin;
     how.unique_id = id;
@@ -83,10 +79,7 @@ DETNCCL_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const in
         static_cast<std::uint64_t>(now.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(now.tv_nsec),
         static_cast<std::uint64_t>(getpid()), ndev);
     how.in_progress = result == ncclInProgress;
-    for (int i = 0; i < ndev; ++i) {
-      detnccl::interpose::note_communicator_clique(comm[i], how.shared_id);
-      on_communicator_created(comm[i], how);
-    }
+    for (int i = 0; i < ndev; ++i) on_communicator_created(comm[i], how);
   }
   return result;
 }
@@ -111,7 +104,6 @@ DETNCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, n
     how.key = key;
     how.in_progress = result == ncclInProgress;
     const ncclComm_t child = child_so_far(newcomm, color != NCCL_SPLIT_NOCOLOR, &how.late_handle);
-    detnccl::interpose::note_communicator_clique(child, static_cast<std::uint64_t>(color) + 1, comm, how.late_handle);
     // A rank that passed NCCL_SPLIT_NOCOLOR gets no communicator, but the parent's derivation count still advances.
     on_communicator_created(child, how);
   }
@@ -133,9 +125,9 @@ DETNCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksLis
     how.origin = CommOrigin::kShrink;
     how.parent = comm;
     how.color = static_cast<std::int64_t>(excluded & 0x7fffffff);
+    how.exclusion_hash = excluded;
     how.in_progress = result == ncclInProgress;
     const ncclComm_t child = child_so_far(newcomm, true, &how.late_handle);
-    detnccl::interpose::note_communicator_clique(child, excluded + 1, comm, how.late_handle);
     on_communicator_created(child, how);
   }
   return result;
@@ -147,19 +139,13 @@ DETNCCL_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) { return DETNCCL_R
 // from a watchdog thread must reach NCCL before a cudaFree could wait for NCCL's stuck kernels.
 DETNCCL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   std::shared_ptr<void> deterministic_state;
-  if (shim_active()) {
-    detnccl::interpose::on_communicator_destroyed(comm);
-    deterministic_state = detnccl::interpose::forget_communicator_deterministic(comm);
-  }
+  if (shim_active()) deterministic_state = detnccl::interpose::on_communicator_destroyed(comm);
   return DETNCCL_REAL(ncclCommDestroy)(comm);
 }
 
 DETNCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
   std::shared_ptr<void> deterministic_state;
-  if (shim_active()) {
-    detnccl::interpose::on_communicator_destroyed(comm);
-    deterministic_state = detnccl::interpose::forget_communicator_deterministic(comm);
-  }
+  if (shim_active()) deterministic_state = detnccl::interpose::on_communicator_destroyed(comm);
   return DETNCCL_REAL(ncclCommAbort)(comm);
 }
 
@@ -219,13 +205,12 @@ DETNCCL_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scal
   const ncclResult_t result = DETNCCL_REAL(ncclRedOpCreatePreMulSum)(op, scalar, datatype, residence, comm);
   if (shim_active() && result == ncclSuccess && op != nullptr) {
     detnccl::interpose::on_premulsum_created(*op, scalar, datatype, residence, comm);
-    detnccl::interpose::note_premulsum(comm, *op, scalar, datatype, residence);
   }
   return result;
 }
 
 DETNCCL_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
   const ncclResult_t result = DETNCCL_REAL(ncclRedOpDestroy)(op, comm);
-  if (shim_active() && result == ncclSuccess) detnccl::interpose::forget_premulsum(comm, op);
+  if (shim_active() && result == ncclSuccess) detnccl::interpose::on_premulsum_destroyed(op, comm);
   return result;
 }

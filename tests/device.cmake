@@ -1,4 +1,4 @@
-# Device fingerprints of the shim (interpose/device_fingerprints.h): everything that runs without a GPU — the
+# Device fingerprints of the shim (hash/device_fingerprints.h): everything that runs without a GPU — the
 # plan of a request, the pool size classes, and the behaviour when no CUDA driver is loaded (or CUDA not built).
 add_executable(test_device_fingerprints test_device_fingerprints.cc)
 target_link_libraries(test_device_fingerprints PRIVATE detnccl_device_fingerprints detnccl_hash detnccl_options

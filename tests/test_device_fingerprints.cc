@@ -1,4 +1,4 @@
-// The shim's device fingerprints (interpose/device_fingerprints.h), the parts that run without a GPU: the plan of a
+// The shim's device fingerprints (hash/device_fingerprints.h), the parts that run without a GPU: the plan of a
 // request (validation, digest counts, kernel pipelines, scratch), the pools' size classes, and the behaviour when
 // no CUDA driver is loaded. The kernels themselves are checked on a GPU by bench/gpu/shim_check.cu.
 #include <dlfcn.h>
@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "hash/device_fingerprints.h"
 #include "hash/fingerprint.h"
-#include "interpose/device_fingerprints.h"
 #if defined(DETNCCL_TEST_HAVE_CUDA)
 #include "hash/fingerprint_cuda.h"
 #endif
 
-namespace detnccl::interpose {
+namespace detnccl::hash {
 namespace {
 
 constexpr std::uint64_t kLeaf = hash::kLeafBytes;
@@ -188,4 +188,4 @@ TEST(DeviceFingerprints, UnavailableWithoutALoadedDriverAndLoadsNone) {
 }
 
 }  // namespace
-}  // namespace detnccl::interpose
+}  // namespace detnccl::hash

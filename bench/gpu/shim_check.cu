@@ -1,4 +1,4 @@
-// GPU check of the shim's device fingerprints (interpose/device_fingerprints.h): tickets enqueued on a stream must
+// GPU check of the shim's device fingerprints (hash/device_fingerprints.h): tickets enqueued on a stream must
 // settle to the CPU reference digests of the same bytes copied back, for many sizes, alignments, block counts and
 // segment sizes, with hundreds of tickets in flight on two streams; they must follow stream order (an in-place
 // update between an input and an output ticket) without waiting for the stream; under stream capture they must
@@ -30,16 +30,16 @@
 #include "hash/reference_fingerprint.h"
 #include "hash/tree_shape.h"
 #include "hash/xxh3_portable.h"
-#include "interpose/device_fingerprints.h"
+#include "hash/device_fingerprints.h"
 
 namespace {
 
 namespace hash = detnccl::hash;
 using namespace detnccl::gpu_check;
-using detnccl::interpose::DeviceDigestRequest;
-using detnccl::interpose::DeviceDigests;
-using detnccl::interpose::DeviceDigestTicket;
-using detnccl::interpose::enqueue_device_digests;
+using detnccl::hash::DeviceDigestRequest;
+using detnccl::hash::DeviceDigests;
+using detnccl::hash::DeviceDigestTicket;
+using detnccl::hash::enqueue_device_digests;
 using hash::kLeafBytes;
 using Ticket = std::unique_ptr<DeviceDigestTicket>;
 
@@ -139,7 +139,7 @@ std::vector<std::size_t> sweep_sizes() {
 void run_dry() {
   // Nothing in this process has used CUDA: the shim must say unavailable, and must not load the driver.
   const bool loaded_before = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD) != nullptr;
-  const bool available = detnccl::interpose::device_fingerprints_available();
+  const bool available = detnccl::hash::device_fingerprints_available();
   std::vector<std::uint8_t> host(1000);
   Ticket ticket = enqueue_device_digests({host.data(), host.size(), 0, 0}, nullptr);
   const bool loaded_after = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD) != nullptr;
@@ -155,7 +155,7 @@ void run_dry() {
   for (std::size_t bytes : sweep_sizes()) {
     for (const Variant& variant : kVariants) {
       const auto plan =
-          detnccl::interpose::plan_device_digests({host.data(), bytes, variant.blocks, variant.segment_bytes});
+          detnccl::hash::plan_device_digests({host.data(), bytes, variant.blocks, variant.segment_bytes});
       valid &= plan.failure.empty();
       ++requests;
       pipelines += plan.pipelines;
@@ -388,8 +388,8 @@ void run_device() {
   for (cudaStream_t& stream : device.streams) {
     cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
   }
-  row("available once the job uses CUDA", detnccl::interpose::device_fingerprints_available(),
-      std::string(detnccl::interpose::device_fingerprints_unavailable_reason()));
+  row("available once the job uses CUDA", detnccl::hash::device_fingerprints_available(),
+      std::string(detnccl::hash::device_fingerprints_unavailable_reason()));
 
   device.bytes = (std::size_t{640} << 20) + 512;
   std::vector<std::uint8_t> host(device.bytes);

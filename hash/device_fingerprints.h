@@ -1,4 +1,5 @@
-// detnccl shim: fingerprints of device buffers, taken by kernels enqueued on the NCCL call's own stream.
+// Fingerprints of device buffers, taken by kernels enqueued on a stream: a "hash on a stream" service, used by the
+// shim's tracer with each NCCL call's own stream. It knows no NCCL.
 //
 // The tracer asks for a buffer's digests at the moment they must describe it — inputs before the real call (an
 // in-place call overwrites them), outputs after it (after the outermost ncclGroupEnd for a grouped call) — by
@@ -12,8 +13,8 @@
 //
 // In a build without CUDA (device_fingerprints_none.cc) the same API exists and says "unavailable".
 // No CUDA header is needed to use this one: a cudaStream_t is a CUstream_st*.
-#ifndef DETNCCL_INTERPOSE_DEVICE_FINGERPRINTS_H
-#define DETNCCL_INTERPOSE_DEVICE_FINGERPRINTS_H
+#ifndef DETNCCL_HASH_DEVICE_FINGERPRINTS_H
+#define DETNCCL_HASH_DEVICE_FINGERPRINTS_H
 
 #include <cstdint>
 #include <memory>
@@ -23,7 +24,7 @@
 
 struct CUstream_st;  // cudaStream_t is `CUstream_st*` (cuda_runtime_api.h, abi/nccl_abi.h)
 
-namespace detnccl::interpose {
+namespace detnccl::hash {
 
 // One buffer whose digests are wanted.
 struct DeviceDigestRequest {
@@ -133,6 +134,6 @@ class DeviceDigestTicket {
 std::unique_ptr<DeviceDigestTicket> enqueue_device_digests(const DeviceDigestRequest& request,
                                                            CUstream_st* stream) noexcept;
 
-}  // namespace detnccl::interpose
+}  // namespace detnccl::hash
 
-#endif  // DETNCCL_INTERPOSE_DEVICE_FINGERPRINTS_H
+#endif  // DETNCCL_HASH_DEVICE_FINGERPRINTS_H

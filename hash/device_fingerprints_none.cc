@@ -1,10 +1,10 @@
-// detnccl shim: device fingerprints in a build without CUDA (device_fingerprints.h): never available, every
+// Device fingerprints in a build without CUDA (device_fingerprints.h): never available, every
 // request fails with the reason, so the tracer records device buffers without fingerprints.
 #include <utility>
 
-#include "interpose/device_fingerprints.h"
+#include "hash/device_fingerprints.h"
 
-namespace detnccl::interpose {
+namespace detnccl::hash {
 namespace {
 
 constexpr std::string_view kNoCuda = "this build of detnccl has no CUDA support (rebuild with the CUDA toolkit)";
@@ -43,4 +43,4 @@ std::unique_ptr<DeviceDigestTicket> enqueue_device_digests(const DeviceDigestReq
   }
 }
 
-}  // namespace detnccl::interpose
+}  // namespace detnccl::hash

@@ -1,9 +1,9 @@
-// detnccl shim: device fingerprints through the CUDA runtime, linked statically (device_fingerprints.h).
+// Device fingerprints through the CUDA runtime, linked statically (device_fingerprints.h).
 //
 // RATIONALE: the static runtime shares the driver's primary context with the job's own runtime (PyTorch's, say),
 // so the job's cudaStream_t handles, device pointers and current device all mean the same to both; and the shim
 // stays free of any libcudart.so the job might load in another version.
-#include "interpose/device_fingerprints.h"
+#include "hash/device_fingerprints.h"
 
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
@@ -15,12 +15,12 @@
 #include <utility>
 #include <vector>
 
-#include "hash/cuda_scopes.h"
+#include "cuda/scopes.h"
 #include "hash/fingerprint_cuda.h"
 #include "hash/reference_fingerprint.h"
 #include "hash/xxh3_portable.h"
 
-namespace detnccl::interpose {
+namespace detnccl::hash {
 namespace {
 
 // Result slots are carved from pinned slabs of this many digests (64 KiB): a slab serves many small requests.
@@ -30,8 +30,8 @@ std::string describe(const char* what, cudaError_t status) {
   return std::string(what) + " failed: " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")";
 }
 
-using hash::cuda::DeviceScope;
-using hash::cuda::RelaxedCaptureMode;
+using detnccl::cuda::DeviceScope;
+using detnccl::cuda::RelaxedCaptureMode;
 
 struct Availability {
   bool available = false;
@@ -458,4 +458,4 @@ std::unique_ptr<DeviceDigestTicket> enqueue_device_digests(const DeviceDigestReq
   }
 }
 
-}  // namespace detnccl::interpose
+}  // namespace detnccl::hash

@@ -5,7 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
-namespace detnccl::hash::cuda {
+namespace detnccl::cuda {
 
 // RATIONALE: while any thread captures a graph in cudaStreamCaptureModeGlobal, a thread in the default mode may not
 // make "potentially unsafe" calls (cudaMalloc, cudaFree, cudaEventQuery, ...): the call fails and invalidates that
@@ -53,4 +53,4 @@ class DeviceScope {
   bool changed_ = false;
 };
 
-}  // namespace detnccl::hash::cuda
+}  // namespace detnccl::cuda

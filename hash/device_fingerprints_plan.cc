@@ -1,13 +1,13 @@
-// detnccl shim: what a device digest request becomes (device_fingerprints.h), in every build. The arithmetic of
+// What a device digest request becomes (device_fingerprints.h), in every build. The arithmetic of
 // hash/tree_shape.h is the one hash/fingerprint_cuda.cu sizes its scratch with, so the plan and the kernels agree
 // (tests/test_device_fingerprints.cc checks it against the CUDA sizing functions when CUDA is built).
 #include <algorithm>
 #include <bit>
 
+#include "hash/device_fingerprints.h"
 #include "hash/tree_shape.h"
-#include "interpose/device_fingerprints.h"
 
-namespace detnccl::interpose {
+namespace detnccl::hash {
 namespace {
 
 std::uint64_t scratch_for(std::uint64_t bytes, std::uint64_t segment_bytes) {
@@ -79,4 +79,4 @@ std::uint64_t scratch_block_bytes(std::uint64_t bytes) noexcept {
   return bytes == 0 ? 0 : ceil_power_of_two(bytes, kMinScratchBlockBytes);
 }
 
-}  // namespace detnccl::interpose
+}  // namespace detnccl::hash

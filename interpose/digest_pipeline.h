@@ -1,0 +1,80 @@
+// detnccl shim: the tracer's digest pipeline — fingerprints of a traced call's buffers (on the CPU for host memory,
+// by kernels on the call's stream for device memory, hash/device_fingerprints.h) and the ordered queue, drained by
+// a collector thread, that writes each record once its digests are in.
+//
+// Internal to the tracer (tracer_process.h holds the one DigestQueue of the process).
+#ifndef DETNCCL_INTERPOSE_DIGEST_PIPELINE_H
+#define DETNCCL_INTERPOSE_DIGEST_PIPELINE_H
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "abi/nccl_abi.h"
+#include "hash/device_fingerprints.h"
+#include "records/log_format.h"
+
+namespace detnccl::interpose {
+
+struct Process;
+
+// Fingerprints of a buffer about to be recorded: whole, per-peer blocks, segments (the same on CPU and GPU).
+using Digests = hash::DeviceDigests;
+
+// Where one side's digests come from: computed on the CPU (host memory), or by kernels on the call's stream
+// (device memory: a ticket the collector polls).
+struct DigestSource {
+  bool known = false;  // digests holds the result
+  Digests digests;
+  std::unique_ptr<hash::DeviceDigestTicket> ticket;
+};
+
+// A call between its real NCCL call and its record: waiting for the outermost ncclGroupEnd, or for device
+// fingerprints.
+struct PendingCall {
+  records::CallFields fields;
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  DigestSource input, output;
+  const void* output_data = nullptr;
+  std::uint64_t output_bytes = 0;
+  std::uint64_t output_blocks = 0;  // per-peer blocks to fingerprint (0: none)
+  bool hash_output = false;
+};
+
+// Records waiting for device fingerprints, in the order their calls completed; the collector thread writes them
+// once the kernels are done. A record that needs no wait goes straight to the log while this queue is empty.
+struct DigestQueue {
+  std::mutex queue_mutex;
+  std::condition_variable queue_changed;
+  std::deque<PendingCall> queue;  // guarded by queue_mutex
+  std::thread collector;          // started at the first queued record
+  bool stopping = false;          // guarded by queue_mutex
+  std::atomic<bool> warned_device_unavailable{false};
+  std::atomic<bool> warned_location_unknown{false};
+  std::atomic<bool> warned_device_failure{false};
+  std::atomic<bool> warned_hash_failure{false};
+};
+
+// Starts the digests of one side of a call: on the CPU now for host memory, by kernels on the call's stream for
+// device memory (the result comes later through the ticket), or not at all (one warning) when neither is possible.
+void start_digests(const void* data, std::uint64_t bytes, std::uint64_t blocks, cudaStream_t stream,
+                   DigestSource& out) noexcept;
+
+// A call that has run (its group too): fingerprints its outputs and hands its record to the log, now or through the
+// queue.
+void complete(PendingCall&& call) noexcept;
+
+// At exit: lets the collector write what is queued (device work still running gets up to 10 s), then stops it.
+void drain_queue_at_exit(Process& process);
+
+// In a fork()ed child (queue_mutex held): the parent's collector thread and queued records are the parent's.
+void digests_start_over_in_child(DigestQueue& digests);
+
+}  // namespace detnccl::interpose
+
+#endif  // DETNCCL_INTERPOSE_DIGEST_PIPELINE_H
