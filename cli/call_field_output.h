@@ -60,9 +60,18 @@ inline bool call_field_present(records::call_field::Value kind, const records::C
       return (call.flags & records::kCallOutputFingerprint) != 0;
     case Value::kAlgorithm:
       return (call.flags & records::kCallDeterministic) != 0;
+    case Value::kStepSource:
+      return call.step_source != records::StepSource::kUnknown;
     default:
       return true;
   }
+}
+
+// Whether JSON shows an absent field of this kind as null (fingerprints: "not computed") rather than leaving its key
+// out (a value the call does not have, or one its writer did not record).
+inline bool call_field_null_when_absent(records::call_field::Value kind) {
+  using records::call_field::Value;
+  return kind == Value::kInputFingerprint || kind == Value::kOutputFingerprint;
 }
 
 // A present field's value as text (the text line and CSV; CSV shows flags as their number).
@@ -80,6 +89,8 @@ inline std::string call_field_text(records::call_field::Value kind, CallFieldVal
       return std::string(records::result_name(static_cast<std::int32_t>(value.signed_value)));
     case Value::kFlags:
       return call_flag_names(static_cast<std::uint16_t>(raw));
+    case Value::kStepSource:
+      return std::string(records::step_source_name(static_cast<records::StepSource>(raw)));
     case Value::kInputFingerprint:
     case Value::kOutputFingerprint:
       return hash::format_digest(raw);
@@ -103,8 +114,8 @@ inline nlohmann::json call_field_json(records::call_field::Value kind, CallField
   }
 }
 
-// The table's fields of `call` for these outputs as JSON keys, into `out` (absent fingerprints are null; an
-// absent algorithm is left out; flags bring "in_place").
+// The table's fields of `call` for these outputs as JSON keys, into `out` (absent fingerprints are null; other
+// absent fields are left out; flags bring "in_place").
 inline void add_call_fields_json(nlohmann::json& out, const records::CallFields& call,
                                  records::call_field::Outputs outputs) {
   using namespace records::call_field;
@@ -112,7 +123,7 @@ inline void add_call_fields_json(nlohmann::json& out, const records::CallFields&
   if ((where & outputs) != 0) {                                                                     \
     if (call_field_present(Value::value, call)) {                                                   \
       out[#member] = call_field_json(Value::value, call_field_value(call.member));                  \
-    } else if (Value::value != Value::kAlgorithm) {                                                 \
+    } else if (call_field_null_when_absent(Value::value)) {                                         \
       out[#member] = nullptr;                                                                       \
     }                                                                                               \
     if (Value::value == Value::kFlags) out["in_place"] = (call.flags & records::kCallInPlace) != 0; \

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "abi/nccl_api_table.h"
+#include "abi/traced_ops.h"
 #include "collectives/algorithm_names.h"
 #include "config/env_vars.h"
 
@@ -71,28 +72,17 @@ const EnvVarInfo& env_var_info(EnvVar id) noexcept;
 // are the NCCL function names, so code generated from the same table can write TracedOp::name. The values are only
 // meaningful inside one process: the log stores records::OpId, whose numbers are stable.
 //
-// DETNCCL_TRACED_KIND_<kind>(...) expands to its arguments for the kinds coll and p2p and to nothing otherwise, so a
-// generator can select those rows of the API table.
-#define DETNCCL_TRACED_KIND_coll(...) __VA_ARGS__
-#define DETNCCL_TRACED_KIND_p2p(...) __VA_ARGS__
-#define DETNCCL_TRACED_KIND_version(...)
-#define DETNCCL_TRACED_KIND_init(...)
-#define DETNCCL_TRACED_KIND_destroy(...)
-#define DETNCCL_TRACED_KIND_query(...)
-#define DETNCCL_TRACED_KIND_mem(...)
-#define DETNCCL_TRACED_KIND_redop(...)
-#define DETNCCL_TRACED_KIND_group(...)
-#define DETNCCL_TRACED_KIND_misc(...)
+// The rows are picked with abi/traced_ops.h's DETNCCL_IF_TRACED_KIND_<kind>.
 
 enum class TracedOp : std::uint8_t {
-#define DETNCCL_TRACED_OP_ENUMERATOR(ret, name, params, args, kind, need) DETNCCL_TRACED_KIND_##kind(name, )
+#define DETNCCL_TRACED_OP_ENUMERATOR(ret, name, params, args, kind, need) DETNCCL_IF_TRACED_KIND_##kind(name, )
   DETNCCL_NCCL_API(DETNCCL_TRACED_OP_ENUMERATOR)
 #undef DETNCCL_TRACED_OP_ENUMERATOR
 };
 
 // Number of TracedOp values.
 inline constexpr std::size_t kTracedOpCount = 0
-#define DETNCCL_TRACED_OP_COUNT(ret, name, params, args, kind, need) DETNCCL_TRACED_KIND_##kind(+1)
+#define DETNCCL_TRACED_OP_COUNT(ret, name, params, args, kind, need) DETNCCL_IF_TRACED_KIND_##kind(+1)
     DETNCCL_NCCL_API(DETNCCL_TRACED_OP_COUNT)
 #undef DETNCCL_TRACED_OP_COUNT
     ;

@@ -79,7 +79,7 @@ std::optional<std::string_view> closest_name(std::string_view typed, const Names
 // "ncclAllReduce" + 4 is "AllReduce": DETNCCL_OPS names drop the prefix.
 inline constexpr std::array<std::string_view, kTracedOpCount> kTracedOpNames = {
 #define DETNCCL_TRACED_OP_NAME(ret, name, params, args, kind, need) \
-  DETNCCL_TRACED_KIND_##kind(std::string_view(#name).substr(4), )
+  DETNCCL_IF_TRACED_KIND_##kind(std::string_view(#name).substr(4), )
     DETNCCL_NCCL_API(DETNCCL_TRACED_OP_NAME)
 #undef DETNCCL_TRACED_OP_NAME
 };

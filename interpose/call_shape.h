@@ -13,7 +13,6 @@
 
 #include "abi/nccl_abi.h"
 #include "abi/traced_ops.h"
-#include "collectives/dtype_arith.h"  // for the tracer (arith::dtype_size)
 #include "records/log_format.h"
 
 namespace detnccl::interpose {

@@ -11,7 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "collectives/dtype_arith.h"
+#include "abi/nccl_datatypes.h"
+#include "abi/traced_ops.h"
 #include "interpose/deterministic.h"
 #include "interpose/shim_log.h"
 #include "interpose/traced_op.h"
@@ -69,6 +70,10 @@ std::optional<PendingCall> begin_call(const CallShape& shape, ThreadState& threa
     fields.comm_ordinal = communicator->ordinal;
     fields.comm_seq = communicator->calls.fetch_add(1);
     fields.count = shape.count;
+    // RATIONALE: the mark is read first (acquire, set_step publishes it with release): a call that sees it marked sees
+    // the step that came with it. A plain load on x86.
+    fields.step_source =
+        g_step_marked.load(std::memory_order_acquire) ? records::StepSource::kMarked : records::StepSource::kNone;
     fields.step = g_step.load(std::memory_order_relaxed);
     fields.group_id = thread.group.depth > 0 ? thread.group.group_id : 0;
     fields.op = shape.op;
@@ -83,7 +88,7 @@ std::optional<PendingCall> begin_call(const CallShape& shape, ThreadState& threa
     }
 
     const std::uint64_t nranks = communicator->nranks;
-    const std::uint64_t element = arith::dtype_size(shape.datatype);  // 0 for an invalid datatype
+    const std::uint64_t element = abi::datatype_size(shape.datatype);  // 0 for an invalid datatype
     const auto bytes_of = [&](const BufferShape& side) -> std::uint64_t {
       const std::uint64_t blocks = side.blocks_of_count == kPerRank ? nranks : side.blocks_of_count;
       if (element == 0 || (shape.count != 0 && blocks > ~std::uint64_t{0} / element / shape.count)) return 0;
@@ -95,17 +100,11 @@ std::optional<PendingCall> begin_call(const CallShape& shape, ThreadState& threa
     const std::uint64_t input_bytes = input_here ? bytes_of(shape.input) : 0;
     const std::uint64_t output_bytes = output_here ? bytes_of(shape.output) : 0;
 
-    // In place, as NCCL defines it per operation.
-    const auto* in = static_cast<const std::byte*>(shape.input.data);
-    const auto* out = static_cast<const std::byte*>(shape.output.data);
-    const std::uint64_t rank_offset = communicator->rank * shape.count * element;
-    bool in_place = shape.has_input && shape.has_output && in != nullptr && in == out;
-    if (shape.op == records::OpId::kAllGather) in_place = in != nullptr && out != nullptr && in == out + rank_offset;
-    if (shape.op == records::OpId::kReduceScatter) {
-      in_place = in != nullptr && out != nullptr && out == in + rank_offset;
+    // In place, as NCCL defines it per operation (abi/traced_ops.h).
+    if (shape.row != nullptr &&
+        abi::is_in_place(*shape.row, shape.input.data, shape.output.data, shape.count, element, communicator->rank)) {
+      fields.flags |= records::kCallInPlace;
     }
-    if (shape.op == records::OpId::kBcast) in_place = true;
-    if (in_place) fields.flags |= records::kCallInPlace;
 
     const std::optional<config::TracedOp> traced_op = traced_op_of(shape.op);
     const bool selected = traced_op && process->config.fingerprints(fields.step, process->log.global_rank, *traced_op,
@@ -171,7 +170,7 @@ int group_depth() noexcept { return t_thread.group.depth; }
 
 void set_step(std::uint64_t step) noexcept {
   g_step.store(step, std::memory_order_relaxed);
-  g_step_marked.store(true, std::memory_order_relaxed);
+  g_step_marked.store(true, std::memory_order_release);
 }
 
 bool step_marked() noexcept { return g_step_marked.load(); }

@@ -30,6 +30,7 @@ enum class Value {
   kInputFingerprint,   // the digest when kCallInputFingerprint is set; else null (JSON), "" (CSV), "-" (text)
   kOutputFingerprint,  // the same for kCallOutputFingerprint
   kAlgorithm,          // the integer, only when kCallDeterministic is set
+  kStepSource,         // step_source_name(): "marked"; only when known (not StepSource::kUnknown)
 };
 
 // Where a field appears, besides the text line (see Text).
@@ -57,6 +58,7 @@ enum class Text {
 #define DETNCCL_CALL_RECORD_FIELDS(X)                                                      \
   X(seq, kNumber, kEverywhere, kAlways, 1, "", 6, "  ")                                    \
   X(step, kNumber, kEverywhere, kAlways, 2, "step ", -5, " ")                              \
+  X(step_source, kStepSource, kEverywhere, kNone, 0, "", 0, "")                            \
   X(comm_ordinal, kNumber, kEverywhere, kAlways, 3, "comm ", 0, " ")                       \
   X(comm_seq, kNumber, kEverywhere, kAlways, 4, "#", -6, " ")                              \
   X(op, kOpName, kEverywhere, kDescribed, 5, "", 0, "")                                    \
@@ -75,7 +77,8 @@ enum class Text {
   X(output_block_count, kNumber, kNowhere, kNone, 0, "", 0, "")                            \
   X(input_segment_count, kNumber, kNowhere, kNone, 0, "", 0, "")                           \
   X(output_segment_count, kNumber, kNowhere, kNone, 0, "", 0, "")                          \
-  X(reserved, kNumber, kNowhere, kNone, 0, "", 0, "")
+  X(reserved, kNumber, kNowhere, kNone, 0, "", 0, "")                                      \
+  X(reserved_2, kNumber, kNowhere, kNone, 0, "", 0, "")
 
 // X(member): the arrays of a CallRecord, in their order on disk. JSON lines: the digests, when there are any; CSV:
 // how many; text: "blocks IN/OUT", "segments IN/OUT" when there are any.

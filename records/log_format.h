@@ -253,6 +253,29 @@ enum CallFlags : std::uint16_t {
   kCallCaptured = 1u << 6,           // issued during CUDA stream capture: recorded without device fingerprints
 };
 
+// Where a call record's step came from (CallFields::step_source).
+enum class StepSource : std::uint32_t {
+  kUnknown = 0,   // the writer did not say: version-1 logs, and any record whose fixed part ends before the field
+  kNone = 1,      // the job had marked no step yet (step is 0)
+  kMarked = 2,    // the job marked it: detnccl_set_step(), the Python helper
+  kInferred = 3,  // detnccl numbered the iterations itself from the job's calls
+};
+
+// "unknown", "none", "marked", "inferred"; "?" for other values.
+constexpr std::string_view step_source_name(StepSource source) noexcept {
+  switch (source) {
+    case StepSource::kUnknown:
+      return "unknown";
+    case StepSource::kNone:
+      return "none";
+    case StepSource::kMarked:
+      return "marked";
+    case StepSource::kInferred:
+      return "inferred";
+  }
+  return "?";
+}
+
 // RecordType::kCall fixed part, exactly as on disk; the four u64 arrays of CallRecord follow it (at the record's
 // fixed_bytes), in field order, with the counts below. A new field is appended after the last member, and gets a
 // row in records/call_record_fields.h (the build fails without it); the offsets of the version-1 fields never
@@ -279,11 +302,14 @@ struct CallFields {
   std::uint32_t input_segment_count = 0;
   std::uint32_t output_segment_count = 0;
   std::uint32_t reserved = 0;
+  // Appended in format version 2 (a version-1 record reads kUnknown).
+  StepSource step_source = StepSource::kUnknown;
+  std::uint32_t reserved_2 = 0;
   friend bool operator==(const CallFields&, const CallFields&) = default;
 };
 static_assert(offsetof(CallFields, op) == 72 && offsetof(CallFields, redop) == 76 &&
               offsetof(CallFields, flags) == 88 && offsetof(CallFields, input_block_count) == 92 &&
-              offsetof(CallFields, reserved) == 108);
+              offsetof(CallFields, reserved) == 108 && offsetof(CallFields, step_source) == 112);
 
 // A call record: the fixed fields plus the fingerprint arrays. Per-peer block fingerprints (AlltoAll, Gather,
 // Scatter: block i goes to or comes from peer i) let data be matched across ranks; segment digests cover

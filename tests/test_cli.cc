@@ -439,6 +439,34 @@ TEST(CliDump, EveryFormatHasOneLinePerCall) {
   EXPECT_EQ(detnccl("dump --format xml " + dir.run("a")).exit_code, 2);
 }
 
+// The step source of each call (a field appended in format version 2): dump's JSON lines and CSV show it for a log
+// that records it ("marked": trace_job marks its steps), and the v1 log fixture test shows that logs written before
+// it leave the key out (tests/fixtures/logs-v1/expected).
+TEST(CliDump, ShowsWhereEachCallsStepCameFrom) {
+  TempDir dir;
+  ASSERT_EQ(traced_job(dir, "a", 2, "--steps 2").exit_code, 0);
+  const CommandResult jsonl = detnccl("dump --rank 0 --format jsonl " + dir.run("a"));
+  ASSERT_EQ(jsonl.exit_code, 0);
+  std::istringstream json_lines(jsonl.output);
+  std::size_t marked = 0;
+  for (std::string line; std::getline(json_lines, line);) {
+    const json parsed = json::parse(line, nullptr, false);
+    ASSERT_FALSE(parsed.is_discarded()) << line;
+    if (parsed["type"] != "call") continue;
+    EXPECT_EQ(parsed.value("step_source", ""), "marked") << line;
+    ++marked;
+  }
+  EXPECT_EQ(marked, detnccl::test::script_step(0, 2, 0).size() + detnccl::test::script_step(1, 2, 0).size());
+  const CommandResult csv = detnccl("dump --rank 0 --format csv " + dir.run("a"));
+  ASSERT_EQ(csv.exit_code, 0);
+  std::istringstream csv_lines(csv.output);
+  std::string header, first;
+  std::getline(csv_lines, header);
+  std::getline(csv_lines, first);
+  EXPECT_EQ(header.rfind("rank,seq,step,step_source,", 0), 0u) << header;
+  EXPECT_NE(first.find(",marked,"), std::string::npos) << first;
+}
+
 TEST(CliStats, CountsCallsStepsAndTruncatedLogs) {
   TempDir dir;
   EXPECT_NE(traced_job(dir, "k", 3, "--steps 3 --die-at-step 1").exit_code, 0);

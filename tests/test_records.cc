@@ -1389,7 +1389,8 @@ TEST(LogFormatV2, AShorterFixedPartLeavesTheFieldsItLacksAtTheirDefaults) {
   CallArrays unstated_arrays;
   const CallRecord call = make_call(5, unstated_arrays);
   std::vector<std::byte> unstated;
-  append_bytes(unstated, static_cast<const CallFields&>(call));
+  const auto* call_bytes = reinterpret_cast<const std::byte*>(static_cast<const CallFields*>(&call));
+  unstated.insert(unstated.end(), call_bytes, call_bytes + version_1_fixed_bytes(RecordType::kCall));
   append_words(unstated, call.input_blocks);
   append_words(unstated, call.output_blocks);
   append_words(unstated, call.input_segments);

@@ -573,6 +573,33 @@ INSTANTIATE_TEST_SUITE_P(Creation, ShimTraceLateCommunicator,
 
 // The communicator-level API through the shim: results unchanged (the job checks them), and the records say how each
 // communicator came to be, with ids equal on exactly the members of each.
+// Each call record says where its step came from: a job that marks its steps (trace_job calls detnccl_set_step
+// before each step's calls) has every call "marked"; one that never marks (the API tour) has every call "none".
+TEST(ShimTraceSteps, RecordsSayWhetherTheJobMarkedTheirStep) {
+  TempDir dir;
+  const CommandResult marked = run_traced_job(2, "DETNCCL_DIR=" + dir.path() + " DETNCCL_RUN=marked", "--steps 3");
+  ASSERT_EQ(marked.exit_code, 0) << marked.output;
+  const CommandResult unmarked =
+      run("env HOSTNCCL_TIMEOUT_S=20 DETNCCL_DIR=" + dir.path() + " DETNCCL_RUN=unmarked " +
+          DETNCCL_LAUNCHER " -n 4 --timeout 120 -- env LD_PRELOAD=" DETNCCL_SHIM_PATH " " DETNCCL_API_TOUR_JOB);
+  ASSERT_EQ(unmarked.exit_code, 0) << unmarked.output;
+  for (int rank = 0; rank < 2; ++rank) {
+    const RankLog log = read_log(rank_log(dir.path(), "marked", rank));
+    ASSERT_FALSE(log.calls.empty());
+    for (const CallRecord& call : log.calls) {
+      EXPECT_EQ(call.step_source, detnccl::records::StepSource::kMarked) << "rank " << rank << " seq " << call.seq;
+    }
+  }
+  for (int rank = 0; rank < 4; ++rank) {
+    const RankLog log = read_log(rank_log(dir.path(), "unmarked", rank));
+    ASSERT_FALSE(log.calls.empty());
+    for (const CallRecord& call : log.calls) {
+      EXPECT_EQ(call.step_source, detnccl::records::StepSource::kNone) << "rank " << rank << " seq " << call.seq;
+      EXPECT_EQ(call.step, 0u);
+    }
+  }
+}
+
 TEST(ShimApiTour, SplitsPreMulSumAndQueriesAreRecordedFaithfully) {
   TempDir dir;
   constexpr int kRanks = 4;
