@@ -27,7 +27,9 @@
 #ifndef DETNCCL_ABI_TRACED_OPS_H
 #define DETNCCL_ABI_TRACED_OPS_H
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string_view>
 
 #include "abi/nccl_api_table.h"
@@ -112,20 +114,38 @@ inline constexpr TracedOpRow kTracedOps[] = {
 #undef DETNCCL_TRACED_OP_ROW
 };
 
-// The row of stable number `id`, or nullptr when no operation has it (0, or a number from a newer or corrupt log).
-constexpr const TracedOpRow* traced_op_row(std::uint64_t id) noexcept {
-  for (const TracedOpRow& row : kTracedOps) {
-    if (row.id == id) return &row;
+// RATIONALE: the look-ups below work with indices, and the compile-time checks compare indices, never row
+// addresses: GCC does not evaluate a comparison of an array element's address with nullptr as a constant
+// expression under -fsanitize=undefined (the ASan + UBSan build), although it is one.
+inline constexpr std::size_t kNoTracedOp = ~std::size_t{0};
+
+// The index in kTracedOps of stable number `id`, or kNoTracedOp when no operation has it (0, or a number from a
+// newer or corrupt log).
+constexpr std::size_t traced_op_index(std::uint64_t id) noexcept {
+  for (std::size_t i = 0; i < std::size(kTracedOps); ++i) {
+    if (kTracedOps[i].id == id) return i;
   }
-  return nullptr;
+  return kNoTracedOp;
+}
+
+// The index in kTracedOps of an NCCL function name ("ncclAllReduce"), or kNoTracedOp when it is not a traced call.
+constexpr std::size_t traced_op_index_of_nccl_name(std::string_view nccl_name) noexcept {
+  for (std::size_t i = 0; i < std::size(kTracedOps); ++i) {
+    if (kTracedOps[i].nccl_name == nccl_name) return i;
+  }
+  return kNoTracedOp;
+}
+
+// The row of stable number `id`, or nullptr when no operation has it.
+constexpr const TracedOpRow* traced_op_row(std::uint64_t id) noexcept {
+  const std::size_t index = traced_op_index(id);
+  return index == kNoTracedOp ? nullptr : &kTracedOps[index];
 }
 
 // The row of an NCCL function name ("ncclAllReduce"), or nullptr when it is not a traced call.
 constexpr const TracedOpRow* traced_op_row_of_nccl_name(std::string_view nccl_name) noexcept {
-  for (const TracedOpRow& row : kTracedOps) {
-    if (row.nccl_name == nccl_name) return &row;
-  }
-  return nullptr;
+  const std::size_t index = traced_op_index_of_nccl_name(nccl_name);
+  return index == kNoTracedOp ? nullptr : &kTracedOps[index];
 }
 
 // Whether a call with these buffers is in place as NCCL defines it for the operation (TracedOpRow::in_place).
@@ -155,7 +175,7 @@ inline bool is_in_place(const TracedOpRow& row, const void* sendbuff, const void
 
 // Every coll and p2p row of the API table has a row here ...
 #define DETNCCL_CHECK_TRACED_OP_ROW(ret, name, params, args, kind, need)                                            \
-  DETNCCL_IF_TRACED_KIND_##kind(static_assert(traced_op_row_of_nccl_name(#name) != nullptr,                         \
+  DETNCCL_IF_TRACED_KIND_##kind(static_assert(traced_op_index_of_nccl_name(#name) != kNoTracedOp,                   \
                                               #name " is a coll/p2p call of abi/nccl_api_table.h without a row in " \
                                                     "DETNCCL_TRACED_OPS (abi/traced_ops.h): add one with a new id");)
 DETNCCL_NCCL_API(DETNCCL_CHECK_TRACED_OP_ROW)
@@ -172,10 +192,11 @@ constexpr bool is_traced_api_call(std::string_view nccl_name) noexcept {
   return false;
 }
 constexpr bool rows_are_api_calls_with_unique_ids() noexcept {
-  for (const TracedOpRow& row : kTracedOps) {
+  for (std::size_t i = 0; i < std::size(kTracedOps); ++i) {
+    const TracedOpRow& row = kTracedOps[i];
     if (row.id == 0 || !is_traced_api_call(row.nccl_name)) return false;
-    for (const TracedOpRow& other : kTracedOps) {
-      if (&other != &row && (other.id == row.id || other.name == row.name)) return false;
+    for (std::size_t j = 0; j < std::size(kTracedOps); ++j) {
+      if (j != i && (kTracedOps[j].id == row.id || kTracedOps[j].name == row.name)) return false;
     }
   }
   return true;

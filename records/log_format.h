@@ -189,15 +189,15 @@ enum class OpId : std::uint16_t {
 
 // The NCCL function name without "nccl" ("AllReduce"), or "Unknown".
 constexpr std::string_view op_name(OpId op) noexcept {
-  const abi::TracedOpRow* row = abi::traced_op_row(static_cast<std::uint16_t>(op));
-  return row != nullptr ? row->name : std::string_view("Unknown");
+  const std::size_t index = abi::traced_op_index(static_cast<std::uint16_t>(op));
+  return index != abi::kNoTracedOp ? abi::kTracedOps[index].name : std::string_view("Unknown");
 }
 
 // The OpId of an NCCL function name ("ncclAllReduce"), or kUnknown. constexpr so that code generated from the API
 // table can compute it at compile time: constexpr OpId id = op_id_from_nccl_name(#name).
 constexpr OpId op_id_from_nccl_name(std::string_view nccl_name) noexcept {
-  const abi::TracedOpRow* row = abi::traced_op_row_of_nccl_name(nccl_name);
-  return row != nullptr ? static_cast<OpId>(row->id) : OpId::kUnknown;
+  const std::size_t index = abi::traced_op_index_of_nccl_name(nccl_name);
+  return index != abi::kNoTracedOp ? static_cast<OpId>(abi::kTracedOps[index].id) : OpId::kUnknown;
 }
 
 // Names for the numeric NCCL fields of a call record (ncclDataType_t, ncclRedOp_t, ncclResult_t values, which are

@@ -12,14 +12,15 @@ declare -A allowed=(
   [abi]=""
   [posix]=""
   [cuda]=""
-  [hash]="cuda posix"
+  [hash]="cuda"
   [config]="abi collectives/algorithm_names.h"
   [records]="abi hash posix"
-  [collectives]="abi cuda hash"
+  [collectives]="abi cuda"
   [interpose]="abi collectives config cuda hash posix records"
   [hostnccl]="abi collectives posix"
   [launcher]="abi hostnccl posix"
-  [cli]="abi config hash posix records"
+  [cli]="abi config/env_vars.h hash posix records"
+  [examples]="abi hash launcher posix"
 )
 
 status=0
