@@ -1,7 +1,7 @@
 # The `detnccl` command (dump, diff, check, stats; fingerprint forwards to detnccl-fingerprint) and the analysis
 # library it is built on (reading runs, aligning calls, diff, check, stats), which tests and benchmarks link too.
 add_library(detnccl_analysis STATIC
-  analysis/run_logs.cc analysis/call_layout.cc analysis/call_matching.cc analysis/parallel.cc analysis/run_diff.cc analysis/rank_comparison.cc analysis/divergence.cc analysis/run_check.cc
+  analysis/run_logs.cc analysis/call_layout.cc analysis/call_matching.cc analysis/parallel.cc analysis/run_diff.cc analysis/rank_comparison.cc analysis/divergence.cc analysis/run_check.cc analysis/configuration_check.cc
   analysis/run_jobs.cc analysis/run_stats.cc)
 target_link_libraries(detnccl_analysis PUBLIC detnccl_records detnccl_hash detnccl_abi Threads::Threads
                                        PRIVATE detnccl_options)
