@@ -11,6 +11,9 @@
 //   trace_threads_job RANKS CALLS --one-thread-split
 // The same on children: the main thread first splits every rank inside one group (as NCCL requires of a thread that
 // splits several ranks; NCCL hands the children over at the group's end), then drives the children.
+//   trace_threads_job RANKS CALLS --one-thread-split-after-nocolor
+// The same, after a first group of splits in which rank 0 passes NCCL_SPLIT_NOCOLOR (it gets no child; the others
+// get one of their own): the parents' second splits still make one communicator of all ranks.
 // Rank r's input of call c (counted within the round), element i, is the small integer (r + 3c + i) % 97; outputs are
 // sums over ranks.
 #include <barrier>
@@ -41,24 +44,42 @@ bool sums_are_right(const std::vector<float>& out, int nranks, int call) {
   return true;
 }
 
-int one_thread(int nranks, int calls, bool split) {
+// Splits every rank of `parents` inside one group, rank r with color colors[r] and key r.
+bool split_in_one_group(const std::vector<ncclComm_t>& parents, const std::vector<int>& colors,
+                        std::vector<ncclComm_t>* children) {
+  children->assign(parents.size(), nullptr);
+  ncclGroupStart();
+  for (std::size_t r = 0; r < parents.size(); ++r) {
+    ncclCommSplit(parents[r], colors[r], static_cast<int>(r), &(*children)[r], nullptr);
+  }
+  if (ncclGroupEnd() != ncclSuccess) {
+    std::fprintf(stderr, "the group of splits failed: %s\n", ncclGetLastError(nullptr));
+    return false;
+  }
+  return true;
+}
+
+enum class Split { kNone, kOnce, kAfterNoColor };
+
+int one_thread(int nranks, int calls, Split split) {
   std::vector<ncclComm_t> comms(static_cast<std::size_t>(nranks));
   if (ncclCommInitAll(comms.data(), nranks, nullptr) != ncclSuccess) {
     std::fprintf(stderr, "ncclCommInitAll failed: %s\n", ncclGetLastError(nullptr));
     return 1;
   }
-  std::vector<ncclComm_t> parents;
-  if (split) {
-    parents.swap(comms);
-    comms.assign(parents.size(), nullptr);
-    ncclGroupStart();
-    for (std::size_t r = 0; r < parents.size(); ++r) {
-      ncclCommSplit(parents[r], 0, static_cast<int>(r), &comms[r], nullptr);
-    }
-    if (ncclGroupEnd() != ncclSuccess) {
-      std::fprintf(stderr, "the group of splits failed: %s\n", ncclGetLastError(nullptr));
+  std::vector<ncclComm_t> parents, first_children;
+  if (split == Split::kAfterNoColor) {
+    std::vector<int> colors(comms.size(), 1);
+    colors[0] = NCCL_SPLIT_NOCOLOR;
+    if (!split_in_one_group(comms, colors, &first_children)) return 1;
+    if (first_children[0] != nullptr) {
+      std::fprintf(stderr, "NCCL_SPLIT_NOCOLOR gave rank 0 a communicator\n");
       return 1;
     }
+  }
+  if (split != Split::kNone) {
+    parents.swap(comms);
+    if (!split_in_one_group(parents, std::vector<int>(parents.size(), 0), &comms)) return 1;
   }
   std::vector<std::vector<float>> in(comms.size(), std::vector<float>(kCount)), out = in;
   int failed = 0;
@@ -78,6 +99,9 @@ int one_thread(int nranks, int calls, bool split) {
     for (const auto& result : out) failed += sums_are_right(result, nranks, c) ? 0 : 1;
   }
   for (ncclComm_t comm : comms) ncclCommDestroy(comm);
+  for (ncclComm_t comm : first_children) {
+    if (comm != nullptr) ncclCommDestroy(comm);
+  }
   for (ncclComm_t comm : parents) ncclCommDestroy(comm);
   if (failed != 0) {
     std::fprintf(stderr, "trace_threads_job --one-thread: %d failures\n", failed);
@@ -91,13 +115,19 @@ int one_thread(int nranks, int calls, bool split) {
 
 int main(int argc, char** argv) {
   if (argc != 3 && argc != 4) {
-    std::fprintf(stderr, "usage: %s RANKS CALLS [ROUNDS | --one-thread | --one-thread-split]\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s RANKS CALLS [ROUNDS | --one-thread | --one-thread-split | "
+                 "--one-thread-split-after-nocolor]\n",
+                 argv[0]);
     return 2;
   }
   const int nranks = std::atoi(argv[1]);
   const int calls = std::atoi(argv[2]);
-  if (argc == 4 && std::string_view(argv[3]) == "--one-thread") return one_thread(nranks, calls, false);
-  if (argc == 4 && std::string_view(argv[3]) == "--one-thread-split") return one_thread(nranks, calls, true);
+  if (argc == 4 && std::string_view(argv[3]) == "--one-thread") return one_thread(nranks, calls, Split::kNone);
+  if (argc == 4 && std::string_view(argv[3]) == "--one-thread-split") return one_thread(nranks, calls, Split::kOnce);
+  if (argc == 4 && std::string_view(argv[3]) == "--one-thread-split-after-nocolor") {
+    return one_thread(nranks, calls, Split::kAfterNoColor);
+  }
   const int rounds = argc == 4 ? std::atoi(argv[3]) : 1;
   std::vector<ncclComm_t> comms(static_cast<std::size_t>(nranks));
   std::vector<int> failures(static_cast<std::size_t>(nranks), 0);
