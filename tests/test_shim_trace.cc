@@ -706,6 +706,24 @@ INSTANTIATE_TEST_SUITE_P(Split, ShimTraceLateSplit,
                            return std::string("OfANonBlockingParentInsideAGroup");
                          });
 
+TEST(ShimDeterministic, ALateSplitChildFirstUsedByAnotherThreadIsReducedDeterministically) {
+  // The child of a non-blocking parent's split, whose handle NCCL stores late, first named by a reduction on another
+  // thread than the one that split (which never polled the parent before): deterministic mode still finds it (its
+  // size and rank; without them it would refuse the AllReduce as one on a communicator NCCL has not finished).
+  TempDir dir;
+  for (const char* tracing : {"", "DETNCCL_DIR="}) {
+    const std::string trace =
+        *tracing == '\0' ? std::string() : std::string(tracing) + dir.path() + " DETNCCL_RUN=other ";
+    const CommandResult job =
+        run("env HOSTNCCL_TIMEOUT_S=20 DETNCCL_DETERMINISTIC=1 " + trace +
+            DETNCCL_LAUNCHER " -n 4 --timeout 120 -- env LD_PRELOAD=" +
+            DETNCCL_SHIM_PATH " " DETNCCL_LATE_SPLIT_JOB " --nonblocking --wait-on-child --on-another-thread");
+    EXPECT_EQ(job.exit_code, 0) << trace << "\n" << job.output;
+    EXPECT_EQ(job.output.find("refused"), std::string::npos) << trace << "\n" << job.output;
+    EXPECT_EQ(job.output.find("cannot honour"), std::string::npos) << trace << "\n" << job.output;
+  }
+}
+
 TEST(ShimTrace, GroupSimulateEndClosesTheShimsGroupToo) {
   // NCCL's ncclGroupSimulateEnd ends the group (hostnccl lacks it: a stand-in preloaded after the shim does what NCCL
   // does). If the shim kept counting the group as open, every later call of the thread would be taken as inside it:
