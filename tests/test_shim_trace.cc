@@ -724,6 +724,25 @@ TEST(ShimDeterministic, ALateSplitChildFirstUsedByAnotherThreadIsReducedDetermin
   }
 }
 
+TEST(ShimDeterministic, LateChildrenDrivenByAThreadThatDidNotSplitAreRecognisedAsOneCommunicator) {
+  // Two threads each create a rank of one non-blocking communicator and split it; NCCL stores the children late, on
+  // its own thread, and the splitting threads only watch their variables. The main thread, which split nothing, then
+  // drives both children in one group: deterministic mode must read the late handles it did not see stored and know
+  // them for two ranks of one communicator (=1 stops, =warn hands them to NCCL), or the first deferred reduction would
+  // wait for good for the second.
+  const auto elsewhere = [&](const std::string& mode) {
+    return run("env HOSTNCCL_TIMEOUT_S=10 " + mode +
+               " LD_PRELOAD=" DETNCCL_SHIM_PATH " timeout 60 " DETNCCL_THREADS_JOB " 2 3 --late-children-elsewhere");
+  };
+  const CommandResult stopped = elsewhere("DETNCCL_DETERMINISTIC=1");
+  EXPECT_EQ(stopped.exit_code, 78) << stopped.output;
+  EXPECT_NE(stopped.output.find("two ranks of one communicator"), std::string::npos) << stopped.output;
+  const CommandResult warned = elsewhere("DETNCCL_DETERMINISTIC=warn");
+  EXPECT_EQ(warned.exit_code, 0) << warned.output;
+  EXPECT_NE(warned.output.find("NOT deterministic"), std::string::npos) << warned.output;
+  EXPECT_NE(warned.output.find("every output as expected"), std::string::npos) << warned.output;
+}
+
 TEST(ShimTrace, GroupSimulateEndClosesTheShimsGroupToo) {
   // NCCL's ncclGroupSimulateEnd ends the group (hostnccl lacks it: a stand-in preloaded after the shim does what NCCL
   // does). If the shim kept counting the group as open, every later call of the thread would be taken as inside it:
