@@ -1,4 +1,4 @@
-// detnccl shim: the tracer's communicator registry (see communicator_registry.h).
+// detnccl shim: the communicator registry (see communicator_registry.h).
 #include "interpose/communicator_registry.h"
 
 #include <pthread.h>
@@ -35,6 +35,13 @@ void communicators_changed(Process& process) {
   process.registry.communicators_generation.fetch_add(1, std::memory_order_release);
 }
 
+// Caller holds process.mutex and has just changed process.registry.pending_communicators.
+void pending_changed(Process& process) {
+  const std::size_t size = process.registry.pending_communicators.size();
+  process.registry.pending_size.store(size, std::memory_order_relaxed);
+  process.registry.pending_count.store(process.config.tracing() ? size : 0, std::memory_order_relaxed);
+}
+
 }  // namespace
 
 Communicator* find_communicator_and_cache(CommunicatorRegistry& registry, Process& process, CommunicatorCache& cache,
@@ -46,7 +53,7 @@ Communicator* find_communicator_and_cache(CommunicatorRegistry& registry, Proces
     cache.generation = generation;
   }
   const auto found = registry.communicators.find(comm);
-  if (found == registry.communicators.end()) return nullptr;
+  if (found == registry.communicators.end() || !found->second->traced) return nullptr;
   const std::size_t entry = cache.next;
   cache.next = (entry + 1) % CommunicatorCache::kEntries;
   cache.comms[entry] = comm;
@@ -56,18 +63,20 @@ Communicator* find_communicator_and_cache(CommunicatorRegistry& registry, Proces
 
 namespace {
 
-// Records a communicator NCCL has created: numbers it, makes its calls traceable, creates the log at the first one
-// and appends its record. Caller holds process.mutex.
-void record_communicator(Process& process, ncclComm_t comm, std::unique_ptr<Communicator> created,
-                         records::CommunicatorRecord record) {
-  created->ordinal = process.registry.next_ordinal.fetch_add(1);
-  record.ordinal = created->ordinal;
-  record.nranks = created->nranks;
-  record.rank = created->rank;
+// Registers a communicator NCCL has created and, when tracing, records it: numbers it, makes its calls traceable,
+// creates the log at the first one and appends its record. Caller holds process.mutex.
+void register_communicator(Process& process, ncclComm_t comm, std::unique_ptr<Communicator> created,
+                           records::CommunicatorRecord record, bool traced) {
   Communicator& communicator = *created;
   process.registry.every_communicator.push_back(std::move(created));
   process.registry.communicators[comm] = &communicator;
   communicators_changed(process);
+  if (!traced || !process.config.tracing()) return;
+  communicator.traced = true;
+  communicator.ordinal = process.registry.next_ordinal.fetch_add(1);
+  record.ordinal = communicator.ordinal;
+  record.nranks = communicator.nranks;
+  record.rank = communicator.rank;
   if (!process.log.writer_attempted) create_writer(process, communicator);
   if (process.log.writer) process.log.writer->append(record);
 }
@@ -83,13 +92,13 @@ std::vector<PendingCommunicator>::iterator find_pending(Process& process, ncclCo
 // Caller holds process.mutex.
 void erase_pending(Process& process, std::vector<PendingCommunicator>::iterator at) {
   process.registry.pending_communicators.erase(at);
-  process.registry.pending_count.store(process.registry.pending_communicators.size(), std::memory_order_relaxed);
+  pending_changed(process);
 }
 
-// Records the pending communicator `comm` if NCCL has finished creating it: asks ncclCommGetAsyncError (which
-// neither warns nor changes ncclGetLastError), and only when it says ncclSuccess asks for the size, rank and device.
-// A communicator whose creation failed is forgotten (NCCL told the job; there is nothing to record). Asked only from
-// the thread that created it, or when `calling_on_it` (the job is making a call on it, so asking is the job's own
+// Registers (and records) the pending communicator `comm` if NCCL has finished creating it: asks ncclCommGetAsyncError
+// (which neither warns nor changes ncclGetLastError), and only when it says ncclSuccess asks for the size, rank and
+// device. A communicator whose creation failed is forgotten (NCCL told the job; there is nothing to record). Asked only
+// from the thread that created it, or when `calling_on_it` (the job is making a call on it, so asking is the job's own
 // use: no other thread may be destroying it). Returns whether `comm` is recorded now.
 bool resolve_communicator(Process& process, ncclComm_t comm, bool calling_on_it) {
   {
@@ -105,7 +114,7 @@ bool resolve_communicator(Process& process, ncclComm_t comm, bool calling_on_it)
   const bool asked = DETNCCL_REAL(ncclCommGetAsyncError)(comm, &state) == ncclSuccess;
   const bool ready = asked && state == ncclSuccess;
   int count = 0, rank = 0, device = -1;
-  bool sized = false;  // both size and rank answered (deterministic mode may use them: known_rank_and_size)
+  bool sized = false;  // both size and rank answered (deterministic mode uses them)
   if (ready) {
     sized = DETNCCL_REAL(ncclCommCount)(comm, &count) == ncclSuccess;
     if (!sized) count = 0;
@@ -128,12 +137,13 @@ bool resolve_communicator(Process& process, ncclComm_t comm, bool calling_on_it)
   }
   std::unique_ptr<Communicator> created = std::move(pending->communicator);
   records::CommunicatorRecord record = pending->record;
+  const bool traced = pending->traced;
   erase_pending(process, pending);
   created->nranks = static_cast<std::uint32_t>(count);
   created->rank = static_cast<std::uint32_t>(rank);
   created->rank_known = sized;
   record.device = device;
-  record_communicator(process, comm, std::move(created), record);
+  register_communicator(process, comm, std::move(created), record, traced);
   return true;
 }
 
@@ -182,14 +192,14 @@ void adopt_late_children(Process& process, ncclComm_t comm, bool comm_settled) {
         ++at;
       }
     }
-    process.registry.pending_count.store(process.registry.pending_communicators.size(), std::memory_order_relaxed);
+    pending_changed(process);
   }
 }
 
 // Records the communicators this thread created that NCCL has finished creating since, oldest first (so that their
 // records come before those of communicators created after them, whenever NCCL lets us know in time).
 void resolve_pending_of_this_thread(Process& process) {
-  if (process.registry.pending_count.load(std::memory_order_relaxed) == 0) return;
+  if (process.registry.pending_size.load(std::memory_order_relaxed) == 0) return;
   std::vector<ncclComm_t> mine;
   {
     const std::lock_guard<std::mutex> lock(process.mutex);
@@ -253,6 +263,7 @@ void registry_start_over_in_child(CommunicatorRegistry& registry) {
   }
   registry.communicators.clear();
   registry.pending_communicators.clear();
+  registry.pending_size.store(0, std::memory_order_relaxed);
   registry.pending_count.store(0, std::memory_order_relaxed);
   registry.premulsum.clear();
   registry.communicators_generation.fetch_add(1, std::memory_order_release);
@@ -281,7 +292,7 @@ void close_group_of_pending(Process& process, std::uint64_t group_id, ncclResult
           at = process.registry.pending_communicators.erase(at);  // the group failed: NCCL created nothing to record
         }
       }
-      process.registry.pending_count.store(process.registry.pending_communicators.size(), std::memory_order_relaxed);
+      pending_changed(process);
     }
     resolve_pending_of_this_thread(process);
   } catch (const std::exception& error) {
@@ -302,29 +313,14 @@ bool premulsum_scalar(Process& process, ncclComm_t comm, std::int32_t redop, std
 
 namespace {
 
-// Tells deterministic mode which communicator `comm` is a rank of (note_communicator_clique): ranks of one
-// communicator that this process holds share the hash of its unique id, or the id of their ncclCommInitAll; a
-// split's or shrink's child follows from its parent, the split's color (or the survivors' exclusion list) and the
-// parent's earlier splits.
-void note_clique_of(ncclComm_t comm, const CommunicatorOrigin& origin) noexcept {
-  if (origin.unique_id != nullptr) {
-    note_communicator_clique(
-        comm, records::communicator_id_from_unique_id(std::as_bytes(std::span(origin.unique_id->internal))));
-  } else if (origin.origin == records::CommOrigin::kInitAll) {
-    note_communicator_clique(comm, origin.shared_id);
-  } else if (origin.origin == records::CommOrigin::kSplit) {
-    note_communicator_clique(comm, static_cast<std::uint64_t>(origin.color) + 1, origin.parent, origin.late_handle);
-  } else if (origin.origin == records::CommOrigin::kShrink) {
-    note_communicator_clique(comm, origin.exclusion_hash + 1, origin.parent, origin.late_handle);
-  }
-}
-
-// The tracer's part of a destruction: the handle, its pending state and late children, and its PreMulSum scalars
-// are forgotten.
-void forget_traced(ncclComm_t comm) noexcept {
+// A destruction: the handle, its pending state and late children, and its PreMulSum scalars are forgotten; returns
+// deterministic mode's part.
+std::shared_ptr<DeterministicPart> forget_communicator(ncclComm_t comm) noexcept {
   Process* process = g_process;
-  if (process == nullptr) return;
+  if (process == nullptr) return nullptr;
   const std::lock_guard<std::mutex> lock(process->mutex);
+  std::shared_ptr<DeterministicPart> deterministic;
+  if (Communicator* entry = registry_entry(process->registry, comm)) deterministic = std::move(entry->deterministic);
   process->registry.communicators.erase(comm);
   if (const auto pending = find_pending(*process, comm); pending != process->registry.pending_communicators.end()) {
     erase_pending(*process, pending);
@@ -333,17 +329,18 @@ void forget_traced(ncclComm_t comm) noexcept {
   std::erase_if(process->registry.pending_communicators, [comm](const PendingCommunicator& pending) {
     return comm != nullptr && pending.late_handle != nullptr && pending.parent == comm;
   });
-  process->registry.pending_count.store(process->registry.pending_communicators.size(), std::memory_order_relaxed);
+  pending_changed(*process);
   communicators_changed(*process);
   process->registry.premulsum.erase(process->registry.premulsum.lower_bound({comm, INT32_MIN}),
                                     process->registry.premulsum.upper_bound({comm, INT32_MAX}));
+  return deterministic;
 }
 
 // The tracer's part of a PreMulSum operator: its scalar, for the records of calls that use it.
 void remember_scalar(ncclRedOp_t op, const void* scalar, ncclDataType_t datatype, ncclScalarResidence_t residence,
                      ncclComm_t comm) noexcept {
   Process* process = g_process;
-  if (process == nullptr || scalar == nullptr) return;
+  if (process == nullptr || scalar == nullptr || !process->config.tracing()) return;
   try {
     PreMulSumScalar value;
     value.width = arith::dtype_size(datatype);
@@ -363,9 +360,8 @@ void remember_scalar(ncclRedOp_t op, const void* scalar, ncclDataType_t datatype
 // ---------------------------------------------------------------------------------------------------------------
 
 void on_communicator_created(ncclComm_t comm, const CommunicatorOrigin& origin) noexcept {
-  note_clique_of(comm, origin);
   Process* process = g_process;
-  if (process == nullptr || !process->config.tracing()) return;
+  if (process == nullptr) return;
   try {
     // Communicators this thread created earlier come first, if NCCL has finished them.
     resolve_pending_of_this_thread(*process);
@@ -374,12 +370,12 @@ void on_communicator_created(ncclComm_t comm, const CommunicatorOrigin& origin) 
     std::uint64_t derivation = 0;
     if (origin.parent != nullptr) {
       parent = find_communicator(*process, origin.parent);
-      if (parent == nullptr && process->registry.pending_count.load(std::memory_order_relaxed) > 0) {
+      if (parent == nullptr && process->registry.pending_size.load(std::memory_order_relaxed) > 0) {
         // The job just called the split on its parent: asking NCCL about the parent is the job's own use.
         resolve_communicator(*process, origin.parent, true);
         parent = find_communicator(*process, origin.parent);
       }
-      parent_recorded = parent != nullptr;
+      parent_recorded = parent != nullptr && parent->traced;
       const std::lock_guard<std::mutex> lock(process->mutex);
       if (parent == nullptr) {
         // Still being created (its record, and so its ordinal, come later): its id and derivations are known.
@@ -429,7 +425,7 @@ void on_communicator_created(ncclComm_t comm, const CommunicatorOrigin& origin) 
         process->registry.first_id_is_shared = id_is_shared;
       }
       process->registry.pending_communicators.push_back(std::move(pending));
-      process->registry.pending_count.store(process->registry.pending_communicators.size(), std::memory_order_relaxed);
+      pending_changed(*process);
     }
     // A blocking creation outside a group has finished: recorded now. One that returned ncclInProgress is recorded
     // once NCCL says it is ready (at the first call on it, or at this thread's next creation or group end); a child
@@ -440,15 +436,12 @@ void on_communicator_created(ncclComm_t comm, const CommunicatorOrigin& origin) 
   }
 }
 
-std::shared_ptr<void> on_communicator_destroyed(ncclComm_t comm) noexcept {
-  forget_traced(comm);
-  return forget_communicator_deterministic(comm);
-}
+std::shared_ptr<void> on_communicator_destroyed(ncclComm_t comm) noexcept { return forget_communicator(comm); }
 
 void on_async_error_polled(ncclComm_t comm, ncclResult_t state, const void* caller) noexcept {
   Process* process = g_process;
   if (process == nullptr || state == ncclInProgress || comm == nullptr ||
-      process->registry.pending_count.load(std::memory_order_relaxed) == 0 || inside_real_nccl(caller)) {
+      process->registry.pending_size.load(std::memory_order_relaxed) == 0 || inside_real_nccl(caller)) {
     return;
   }
   try {
@@ -467,15 +460,73 @@ void on_premulsum_created(ncclRedOp_t op, const void* scalar, ncclDataType_t dat
 
 void on_premulsum_destroyed(ncclRedOp_t op, ncclComm_t comm) noexcept { forget_premulsum(comm, op); }
 
-bool known_rank_and_size(ncclComm_t comm, int* rank, int* nranks) noexcept {
-  Process* process = g_process;
-  if (process == nullptr || comm == nullptr) return false;
-  const std::lock_guard<std::mutex> lock(process->mutex);
-  const auto found = process->registry.communicators.find(comm);
-  if (found == process->registry.communicators.end() || !found->second->rank_known) return false;
-  *rank = static_cast<int>(found->second->rank);
-  *nranks = static_cast<int>(found->second->nranks);
-  return true;
+Communicator* registry_entry(CommunicatorRegistry& registry, ncclComm_t comm) {
+  if (const auto found = registry.communicators.find(comm); found != registry.communicators.end()) return found->second;
+  if (comm == nullptr) return nullptr;
+  for (PendingCommunicator& pending : registry.pending_communicators) {
+    if (pending.comm == comm) return pending.communicator.get();
+  }
+  return nullptr;
+}
+
+namespace {
+
+// A split's child whose handle NCCL stored late, named by a reduction on any thread: takes its handle when the job's
+// variable holds `comm`. Returns whether `comm` is pending now. Caller holds process.mutex.
+bool adopt_late_handle_of(Process& process, ncclComm_t comm) {
+  if (find_pending(process, comm) != process.registry.pending_communicators.end()) return true;
+  for (PendingCommunicator& pending : process.registry.pending_communicators) {
+    // RATIONALE: the job's variable may be gone by now: read without trusting it. NCCL stores it only once the
+    // creating thread's group is over.
+    if (pending.late_handle == nullptr || pending.open_group != 0 || read_if_mapped(pending.late_handle) != comm) {
+      continue;
+    }
+    // The tracer learns late handles only on the creating thread; another's find leaves the child untraced, so that
+    // no log holds its calls from some later one on.
+    if (pthread_equal(pending.creator, pthread_self()) == 0) pending.traced = false;
+    take_handle(pending, comm);
+    return true;
+  }
+  return false;
+}
+
+// A handle the shim did not see created, which NCCL knows: registered untraced, with an id of its own.
+Communicator* register_unseen(Process& process, ncclComm_t comm) {
+  int rank = -1, nranks = 0;
+  if (DETNCCL_REAL(ncclCommUserRank)(comm, &rank) != ncclSuccess ||
+      DETNCCL_REAL(ncclCommCount)(comm, &nranks) != ncclSuccess) {
+    return nullptr;
+  }
+  auto unseen = std::make_unique<Communicator>();
+  unseen->id = records::communicator_id_from_parent(now_ns(), static_cast<std::uint64_t>(getpid()),
+                                                    reinterpret_cast<std::uintptr_t>(comm));
+  unseen->rank = static_cast<std::uint32_t>(rank);
+  unseen->nranks = static_cast<std::uint32_t>(nranks);
+  unseen->rank_known = true;
+  const std::lock_guard<std::mutex> lock(process.mutex);
+  if (const auto found = process.registry.communicators.find(comm); found != process.registry.communicators.end()) {
+    return found->second;  // another thread's reduction registered it meanwhile
+  }
+  Communicator* registered = unseen.get();
+  process.registry.every_communicator.push_back(std::move(unseen));
+  process.registry.communicators[comm] = registered;
+  communicators_changed(process);
+  return registered;
+}
+
+}  // namespace
+
+Communicator* find_communicator_for_reduction(Process& process, ncclComm_t comm) {
+  if (comm == nullptr) return nullptr;
+  if (Communicator* registered = find_communicator(process, comm)) return registered;
+  bool pending = false;
+  {
+    const std::lock_guard<std::mutex> lock(process.mutex);
+    pending = adopt_late_handle_of(process, comm);
+  }
+  if (!pending) return register_unseen(process, comm);
+  // RATIONALE: the job is making a call on it, so asking NCCL about it is the job's own use.
+  return resolve_communicator(process, comm, true) ? find_communicator(process, comm) : nullptr;
 }
 
 }  // namespace detnccl::interpose

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -19,10 +18,20 @@
 #include "interpose/communicator_registry.h"
 #include "interpose/non_blocking.h"
 #include "interpose/real_nccl.h"
-#include "interpose/safe_read.h"
 #include "interpose/shim_log.h"
+#include "interpose/tracer_process.h"
 
 namespace detnccl::interpose {
+
+// Deterministic mode's part of one communicator, hung on its registry entry (Communicator::deterministic).
+// A call holds it by shared_ptr, so a destroy or abort from another thread (a watchdog) cannot free the scratch under
+// it; the workspace needs no lock (a communicator is used by one thread at a time), the reductions are guarded by
+// Process::mutex.
+struct DeterministicPart {
+  collectives::Workspace workspace;
+  std::map<std::int32_t, collectives::Reduction> premulsum;  // by ncclRedOp_t
+};
+
 namespace {
 
 namespace coll = detnccl::collectives;
@@ -30,33 +39,10 @@ namespace coll = detnccl::collectives;
 // Same exit status as an invalid configuration: the job asked for something detnccl cannot honour.
 constexpr int kExitCannotHonour = 78;
 
-struct CommunicatorState {
-  int rank = -1;
-  int nranks = 0;
-  // Which communicator this handle is a rank of (0: unknown). Two handles of this process with one clique are ranks
-  // of the same communicator (ncclCommInitAll, several ncclCommInitRank* with one id, their splits).
-  std::uint64_t clique = 0;
-  std::uint64_t splits = 0;  // splits and shrinks made from this handle: the same count on every local rank
-  coll::Workspace workspace;
-  std::map<std::int32_t, coll::Reduction> premulsum;  // by ncclRedOp_t
-};
-
 struct State {
   bool enabled = false;
   bool stop_on_unsupported = true;
   coll::Options options;
-  // Guards communicators and each state's premulsum (not the workspaces: a communicator is used by one thread at a
-  // time). A call holds its communicator's state by shared_ptr, so a destroy or abort from another thread (a
-  // watchdog) cannot free the scratch under it.
-  std::mutex mutex;
-  std::map<ncclComm_t, std::shared_ptr<CommunicatorState>> communicators;
-  // Cliques of split children whose handles NCCL stores late: where the job's variable is, and the child's clique
-  // (see note_communicator_clique). Taken by the first state created for the handle found there.
-  struct LateClique {
-    ncclComm_t* where;
-    std::uint64_t clique;
-  };
-  std::deque<LateClique> late_cliques;
   std::atomic<bool> warned_unsupported{false};
   std::atomic<int> nccl_version{-1};  // the real NCCL's ncclGetVersion, read at the first reduction
 };
@@ -75,46 +61,51 @@ thread_local std::vector<DeferredReduction> t_deferred;
 // the group holds reductions on two ranks of one communicator (see defer()).
 thread_local std::vector<std::uint64_t> t_cliques_to_nccl;
 
-// The clique waiting for `comm` among the late children's, if any (caller holds g_state->mutex).
-std::uint64_t take_late_clique(ncclComm_t comm) {
-  auto& late = g_state->late_cliques;
-  for (auto at = late.begin(); at != late.end(); ++at) {
-    // RATIONALE: the job's variable may be gone by now: read without trusting it.
-    if (read_if_mapped(at->where) == comm) {
-      const std::uint64_t clique = at->clique;
-      late.erase(at);
-      return clique;
-    }
+// What a reduction needs of its communicator, read from its registry entry.
+struct Target {
+  std::shared_ptr<DeterministicPart> part;
+  int rank = -1;  // -1: NCCL has not finished creating the communicator (or does not know it)
+  int nranks = 0;
+  // Which communicator it is a rank of: two handles of this process with one clique are ranks of the same
+  // communicator (ncclCommInitAll, several ncclCommInitRank* with one id, their splits). The registry's id.
+  std::uint64_t clique = 0;
+  std::optional<coll::Reduction> premulsum;  // the operator's, when it is one this communicator created
+};
+
+// Fills `target` from a registered communicator whose size and rank NCCL answered; its part is made at the first
+// use. Caller holds process.mutex.
+bool read_target(Communicator* communicator, std::int32_t redop, Target* target) {
+  if (communicator == nullptr || !communicator->rank_known) return false;
+  if (!communicator->deterministic) communicator->deterministic = std::make_shared<DeterministicPart>();
+  target->part = communicator->deterministic;
+  target->rank = static_cast<int>(communicator->rank);
+  target->nranks = static_cast<int>(communicator->nranks);
+  target->clique = communicator->id;
+  if (redop >= static_cast<std::int32_t>(ncclNumOps)) {
+    const auto found = target->part->premulsum.find(redop);
+    if (found != target->part->premulsum.end()) target->premulsum = found->second;
   }
-  return 0;
+  return true;
 }
 
-// The state of `comm`, its rank and size filled in once known: from the communicator registry when the tracer has
-// recorded it (NCCL was asked then), else from NCCL (which refuses while it has not finished creating it).
-// RATIONALE: both are asked outside g_state->mutex: the registry's lock comes before this one (fork handlers take
-// them in that order), and NCCL is called outside every lock of ours.
-std::shared_ptr<CommunicatorState> communicator_state(ncclComm_t comm) {
-  std::shared_ptr<CommunicatorState> state;
+// The communicator a reduction names, from the communicator registry (one lock, as any reduction took before);
+// the registry's slow path once for a communicator it has not registered yet (see
+// find_communicator_for_reduction). RATIONALE: NCCL is asked outside every lock of ours.
+Target target_of(ncclComm_t comm, std::int32_t redop) {
+  Target target;
+  Process* process = g_process;
+  if (process == nullptr) return target;
   {
-    const std::lock_guard<std::mutex> lock(g_state->mutex);
-    std::shared_ptr<CommunicatorState>& entry = g_state->communicators[comm];
-    if (!entry) {
-      entry = std::make_shared<CommunicatorState>();
-      if (!g_state->late_cliques.empty()) entry->clique = take_late_clique(comm);
-    }
-    if (entry->rank >= 0) return entry;
-    state = entry;
+    const std::lock_guard<std::mutex> lock(process->mutex);
+    const auto found = process->registry.communicators.find(comm);
+    if (found != process->registry.communicators.end() && read_target(found->second, redop, &target)) return target;
   }
-  int rank = -1, nranks = 0;
-  const bool known =
-      known_rank_and_size(comm, &rank, &nranks) || (DETNCCL_REAL(ncclCommUserRank)(comm, &rank) == ncclSuccess &&
-                                                    DETNCCL_REAL(ncclCommCount)(comm, &nranks) == ncclSuccess);
-  if (known) {
-    const std::lock_guard<std::mutex> lock(g_state->mutex);
-    state->rank = rank;
-    state->nranks = nranks;
+  Communicator* communicator = find_communicator_for_reduction(*process, comm);
+  if (communicator != nullptr) {
+    const std::lock_guard<std::mutex> lock(process->mutex);
+    read_target(communicator, redop, &target);
   }
-  return state;
+  return target;
 }
 
 // Whether the real NCCL is one whose argument checks detnccl knows (NCCL_VERSION_CODE of the ABI it was built
@@ -132,9 +123,9 @@ bool nccl_argument_checks_known() {
 // A call that NCCL's own argument check refuses (invalid root, datatype or operator — NCCL 2.28's ArgsCheck): it
 // goes to NCCL, which returns its own code and ncclGetLastError text. Nothing is reduced, so no determinism is lost.
 // Only the checks of a known NCCL version are copied; anything else stays with deterministic mode.
-bool nccl_refuses(const CallShape& shape, const CommunicatorState& comm, bool reduction_known) {
+bool nccl_refuses(const CallShape& shape, int nranks, bool reduction_known) {
   if (!nccl_argument_checks_known()) return false;
-  if (shape.op == records::OpId::kReduce && (shape.peer < 0 || shape.peer >= comm.nranks)) return true;
+  if (shape.op == records::OpId::kReduce && (shape.peer < 0 || shape.peer >= nranks)) return true;
   const int datatype = static_cast<int>(shape.datatype);
   if (datatype < 0 || datatype >= static_cast<int>(ncclNumTypes)) return true;
   // Built-in operators are below ncclNumOps; user operators exist only from ncclRedOpCreatePreMulSum on this
@@ -200,8 +191,7 @@ BufferLocation buffers_of(const CallShape& shape, int* driver_status) {
   return where;
 }
 
-ncclResult_t execute(const CallShape& shape, const coll::Reduction& reduction, CommunicatorState& comm,
-                     bool on_device) {
+ncclResult_t execute(const CallShape& shape, const coll::Reduction& reduction, const Target& comm, bool on_device) {
   coll::P2pFunctions nccl;
   nccl.send = DETNCCL_REAL(ncclSend);
   nccl.recv = DETNCCL_REAL(ncclRecv);
@@ -219,15 +209,15 @@ ncclResult_t execute(const CallShape& shape, const coll::Reduction& reduction, C
   switch (shape.op) {
     case records::OpId::kAllReduce:
       result = coll::all_reduce(nccl, context, shape.input.data, const_cast<void*>(shape.output.data), shape.count,
-                                shape.datatype, reduction, comm.workspace, g_state->options, &report);
+                                shape.datatype, reduction, comm.part->workspace, g_state->options, &report);
       break;
     case records::OpId::kReduceScatter:
       result = coll::reduce_scatter(nccl, context, shape.input.data, const_cast<void*>(shape.output.data), shape.count,
-                                    shape.datatype, reduction, comm.workspace, g_state->options, &report);
+                                    shape.datatype, reduction, comm.part->workspace, g_state->options, &report);
       break;
     case records::OpId::kReduce:
       result = coll::reduce(nccl, context, shape.input.data, const_cast<void*>(shape.output.data), shape.count,
-                            shape.datatype, reduction, shape.peer, comm.workspace, g_state->options, &report);
+                            shape.datatype, reduction, shape.peer, comm.part->workspace, g_state->options, &report);
       break;
     default:
       break;
@@ -236,31 +226,11 @@ ncclResult_t execute(const CallShape& shape, const coll::Reduction& reduction, C
   return result;
 }
 
-// fork(): the child must find the mutex free (another thread of the parent may hold it) and none of the parent's
-// communicators (their handles may come back for the child's own). The parent's states are left allocated: freeing
-// their device scratch in a child of a CUDA process is not allowed.
-void lock_before_fork() {
-  if (g_state != nullptr) g_state->mutex.lock();
-}
-void unlock_in_parent() {
-  if (g_state != nullptr) g_state->mutex.unlock();
-}
-// A fork()ed child's leftover of its parent's communicators. RATIONALE: kept reachable from a global, so that leak
-// checkers (ASan's at the child's exit) see a deliberate leftover.
-// (volatile: the compiler must not drop a store that nothing reads).
-std::map<ncclComm_t, std::shared_ptr<CommunicatorState>>* volatile g_parent_communicators = nullptr;
-
+// fork(): the registry forgets the parent's communicators (their parts left allocated: freeing device scratch in a
+// child of a CUDA process is not allowed); this thread's deferred reductions are the parent's.
 void forget_parent_in_child() {
   t_deferred.clear();
   t_cliques_to_nccl.clear();
-  if (g_state == nullptr) return;
-  try {
-    g_parent_communicators = new auto(std::move(g_state->communicators));  // never freed, on purpose
-  } catch (...) {
-    // Out of memory: the states are freed instead (host scratch is fine; a device free fails harmlessly).
-  }
-  g_state->communicators.clear();
-  g_state->mutex.unlock();
 }
 
 }  // namespace
@@ -274,7 +244,7 @@ void configure_deterministic(const config::Config& config) noexcept {
     state->options.accumulate = config.accumulate;
     g_state = state;
     static std::once_flag fork_handlers;
-    std::call_once(fork_handlers, [] { pthread_atfork(lock_before_fork, unlock_in_parent, forget_parent_in_child); });
+    std::call_once(fork_handlers, [] { pthread_atfork(nullptr, nullptr, forget_parent_in_child); });
   } catch (...) {
     if (config.deterministic_mode()) stop_job("out of memory while setting up deterministic mode");
   }
@@ -286,8 +256,8 @@ std::optional<ncclResult_t> run_deterministic(const CallShape& shape, bool in_gr
                                               std::uint16_t* algorithm) noexcept {
   if (!deterministic_enabled() || !is_reduction(shape.op)) return std::nullopt;
   try {
-    const std::shared_ptr<CommunicatorState> comm = communicator_state(shape.comm);
-    if (comm->rank < 0) {
+    const Target comm = target_of(shape.comm, shape.redop);
+    if (comm.rank < 0) {
       // A communicator NCCL has not finished creating (non-blocking, or created in this same group): NCCL refuses
       // any call on it (ncclCommEnsureReady), and so does deterministic mode, whatever the backend would do. Any
       // other unusable communicator goes to NCCL, which reports it.
@@ -304,12 +274,8 @@ std::optional<ncclResult_t> run_deterministic(const CallShape& shape, bool in_gr
     }
 
     std::optional<coll::Reduction> reduction = coll::builtin_reduction(static_cast<ncclRedOp_t>(shape.redop));
-    if (!reduction) {
-      const std::lock_guard<std::mutex> lock(g_state->mutex);
-      const auto found = comm->premulsum.find(shape.redop);
-      if (found != comm->premulsum.end()) reduction = found->second;
-    }
-    if (nccl_refuses(shape, *comm, reduction.has_value())) return std::nullopt;
+    if (!reduction) reduction = comm.premulsum;
+    if (nccl_refuses(shape, comm.nranks, reduction.has_value())) return std::nullopt;
     coll::Classification how;
     if (reduction) {
       how = coll::classify(shape.datatype, *reduction);
@@ -335,10 +301,10 @@ std::optional<ncclResult_t> run_deterministic(const CallShape& shape, bool in_gr
       return std::nullopt;
     }
     const bool on_device = location == BufferLocation::kDevice;
-    if (in_group && comm->clique != 0) {
+    if (in_group && comm.clique != 0) {
       // Deferred reductions run one communicator after another at ncclGroupEnd, each a blocking exchange: with two
       // ranks of one communicator in this thread's group, the first would wait forever for the second.
-      const std::uint64_t clique = comm->clique;
+      const std::uint64_t clique = comm.clique;
       const auto same_clique = [&](const DeferredReduction& other) {
         return other.clique == clique && other.shape.comm != shape.comm;
       };
@@ -375,13 +341,13 @@ std::optional<ncclResult_t> run_deterministic(const CallShape& shape, bool in_gr
       }
     }
     const coll::Algorithm chosen =
-        coll::resolve_algorithm(collective_of(shape.op), shape.count, shape.datatype, comm->nranks, g_state->options);
+        coll::resolve_algorithm(collective_of(shape.op), shape.count, shape.datatype, comm.nranks, g_state->options);
     *algorithm = static_cast<std::uint16_t>(chosen);
     if (in_group) {
-      t_deferred.push_back({shape, *reduction, comm->clique, on_device});
+      t_deferred.push_back({shape, *reduction, comm.clique, on_device});
       return ncclSuccess;
     }
-    return execute(shape, *reduction, *comm, on_device);
+    return execute(shape, *reduction, comm, on_device);
   } catch (const std::exception& error) {
     if (g_state->stop_on_unsupported) stop_job(std::string("internal failure: ") + error.what());
     log_warning(std::string("deterministic mode failed for one call (") + error.what() + "); NCCL runs it");
@@ -396,15 +362,20 @@ ncclResult_t run_deferred_deterministic(bool group_in_progress) noexcept {
   deferred.swap(t_deferred);
   ncclResult_t first_failure = ncclSuccess;
   for (const DeferredReduction& call : deferred) {
-    std::shared_ptr<CommunicatorState> comm;
+    Target comm;
     try {
-      comm = communicator_state(call.shape.comm);
+      comm = target_of(call.shape.comm, call.shape.redop);
     } catch (...) {
       return ncclSystemError;
     }
+    // Run at the call, it had a communicator ready; one destroyed since is the job's error.
+    if (!comm.part) {
+      if (first_failure == ncclSuccess) first_failure = ncclInvalidArgument;
+      continue;
+    }
     // NCCL takes no new call on a non-blocking communicator before it has enqueued the group the user just ended.
     if (group_in_progress) wait_until_enqueued(call.shape.comm);
-    const ncclResult_t result = execute(call.shape, call.reduction, *comm, call.on_device);
+    const ncclResult_t result = execute(call.shape, call.reduction, comm, call.on_device);
     if (first_failure == ncclSuccess) first_failure = result;
   }
   return first_failure;
@@ -412,12 +383,22 @@ ncclResult_t run_deferred_deterministic(bool group_in_progress) noexcept {
 
 void note_premulsum(ncclComm_t comm, ncclRedOp_t op, const void* scalar, ncclDataType_t datatype,
                     ncclScalarResidence_t residence) noexcept {
-  if (!deterministic_enabled()) return;
+  Process* process = g_process;
+  if (!deterministic_enabled() || process == nullptr) return;
   try {
-    const std::shared_ptr<CommunicatorState> state = communicator_state(comm);
     const coll::Reduction reduction = coll::premul_sum_reduction(scalar, datatype, residence);
-    const std::lock_guard<std::mutex> lock(g_state->mutex);
-    state->premulsum[static_cast<std::int32_t>(op)] = reduction;
+    for (bool asked = false;; asked = true) {
+      {
+        const std::lock_guard<std::mutex> lock(process->mutex);
+        if (Communicator* entry = registry_entry(process->registry, comm)) {
+          if (!entry->deterministic) entry->deterministic = std::make_shared<DeterministicPart>();
+          entry->deterministic->premulsum[static_cast<std::int32_t>(op)] = reduction;
+          return;
+        }
+      }
+      // NCCL made the operator, so it knows the communicator: a late child's handle, or one the shim did not see.
+      if (asked || find_communicator_for_reduction(*process, comm) == nullptr) break;
+    }
   } catch (...) {
     // An operator detnccl did not note would later count as one NCCL refuses and go to NCCL: not deterministic.
     if (g_state->stop_on_unsupported) stop_job("out of memory while noting a PreMulSum operator");
@@ -432,49 +413,12 @@ void discard_deferred_deterministic() noexcept {
   t_cliques_to_nccl.clear();
 }
 
-void note_communicator_clique(ncclComm_t comm, std::uint64_t clique, ncclComm_t parent,
-                              ncclComm_t* late_handle) noexcept {
-  if (!deterministic_enabled() || (comm == nullptr && late_handle == nullptr)) return;
-  try {
-    const std::lock_guard<std::mutex> lock(g_state->mutex);
-    if (parent != nullptr) {
-      // A split or shrink: the child's clique follows from the parent's, the split's color (in `clique`) and how
-      // many splits the parent made before, so the local ranks of one parent land in one child clique.
-      const auto found = g_state->communicators.find(parent);
-      if (found == g_state->communicators.end() || found->second->clique == 0) return;
-      CommunicatorState& from = *found->second;
-      clique = (from.clique ^ (clique * 0x9E3779B97F4A7C15ull)) * 0xBF58476D1CE4E5B9ull + ++from.splits;
-    }
-    if (comm == nullptr) {
-      // RATIONALE: bounded: entries of children never used by a reduction would otherwise pile up.
-      constexpr std::size_t kMostLate = 1024;
-      if (g_state->late_cliques.size() == kMostLate) g_state->late_cliques.pop_front();
-      g_state->late_cliques.push_back({late_handle, clique == 0 ? 1 : clique});
-      return;
-    }
-    std::shared_ptr<CommunicatorState>& state = g_state->communicators[comm];
-    if (!state) state = std::make_shared<CommunicatorState>();  // rank and size are asked at its first reduction
-    state->clique = clique == 0 ? 1 : clique;
-  } catch (...) {
-    // Without a clique, a group over two local ranks of one communicator is not recognised (it would wait).
-  }
-}
-
 void forget_premulsum(ncclComm_t comm, ncclRedOp_t op) noexcept {
-  if (g_state == nullptr) return;
-  const std::lock_guard<std::mutex> lock(g_state->mutex);
-  const auto found = g_state->communicators.find(comm);
-  if (found != g_state->communicators.end()) found->second->premulsum.erase(static_cast<std::int32_t>(op));
-}
-
-std::shared_ptr<void> forget_communicator_deterministic(ncclComm_t comm) noexcept {
-  if (g_state == nullptr) return nullptr;
-  const std::lock_guard<std::mutex> lock(g_state->mutex);
-  const auto found = g_state->communicators.find(comm);
-  if (found == g_state->communicators.end()) return nullptr;
-  std::shared_ptr<void> state = std::move(found->second);
-  g_state->communicators.erase(found);
-  return state;
+  Process* process = g_process;
+  if (!deterministic_enabled() || process == nullptr) return;
+  const std::lock_guard<std::mutex> lock(process->mutex);
+  Communicator* entry = registry_entry(process->registry, comm);
+  if (entry != nullptr && entry->deterministic) entry->deterministic->premulsum.erase(static_cast<std::int32_t>(op));
 }
 
 }  // namespace detnccl::interpose

@@ -35,30 +35,18 @@ ncclResult_t run_deferred_deterministic(bool group_in_progress) noexcept;
 // reductions are dropped unrun too.
 void discard_deferred_deterministic() noexcept;
 
-// What deterministic mode learns about communicators and operators, told by the communicator registry
-// (communicator_registry.h) at each event the wrappers report to it.
+// PreMulSum operators, told by the communicator registry (communicator_registry.h) at each event the wrappers report
+// to it. Each communicator's part of deterministic mode (its scratch, these operators) hangs on its registry entry,
+// and goes with it at ncclCommDestroy / ncclCommAbort (on_communicator_destroyed); the registry's id of a
+// communicator tells which ranks this process holds of one communicator, which deterministic mode cannot drive from
+// one thread inside one group (it stops the job, or with =warn hands them to NCCL).
 
 // A PreMulSum operator was created: remembers what it computes (a host-immediate scalar is copied now).
 void note_premulsum(ncclComm_t comm, ncclRedOp_t op, const void* scalar, ncclDataType_t datatype,
                     ncclScalarResidence_t residence) noexcept;
 
-// A communicator was created. `clique` identifies the communicator it is a rank of, the same value for every rank
-// this process holds of it (a hash of the ncclUniqueId, or one value per ncclCommInitAll call); for a split or
-// shrink pass the parent and, in `clique`, the split's color (or a value all survivors of a shrink share). Used to
-// recognise one thread making reductions on two ranks of one communicator inside a group, which deterministic mode
-// cannot run (it stops the job, or with =warn hands them to NCCL). A split's child whose handle NCCL stores late
-// (inside a group, or on a non-blocking parent: `comm` is still null) passes `late_handle`, the job's *newcomm: its
-// clique is computed now and given to the handle found there when a reduction first names it.
-void note_communicator_clique(ncclComm_t comm, std::uint64_t clique, ncclComm_t parent = nullptr,
-                              ncclComm_t* late_handle = nullptr) noexcept;
-
 // ncclRedOpDestroy succeeded: the operator is forgotten, so a later call with it goes to NCCL, which refuses it.
 void forget_premulsum(ncclComm_t comm, ncclRedOp_t op) noexcept;
-
-// The communicator is being destroyed or aborted: forgets it now (a new communicator may get the same handle) and
-// returns what holds its scratch memory. Keep that until the real ncclCommDestroy/ncclCommAbort has returned: the
-// scratch is freed only once NCCL has stopped, and once no call of another thread still uses it.
-std::shared_ptr<void> forget_communicator_deterministic(ncclComm_t comm) noexcept;
 
 }  // namespace detnccl::interpose
 

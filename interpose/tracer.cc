@@ -201,7 +201,7 @@ void on_group_end(ncclResult_t group_result) noexcept {
   GroupState& group = t_thread.group;
   if (group.depth == 0) return;  // unbalanced ncclGroupEnd: NCCL reports it; nothing of ours is pending
   if (--group.depth > 0) return;
-  if (g_process != nullptr && g_process->registry.pending_count.load(std::memory_order_relaxed) > 0) {
+  if (g_process != nullptr && g_process->registry.pending_size.load(std::memory_order_relaxed) > 0) {
     close_group_of_pending(*g_process, group.group_id, group_result);
   }
   std::vector<PendingCall> pending;

@@ -3,7 +3,7 @@
 // job: the communicator registry (communicator_registry.h), the log (trace_log.h), the digest pipeline
 // (digest_pipeline.h); call tracing is tracer.cc.
 //
-// Internal to the tracer.
+// Internal to the shim: the tracer, and deterministic mode's lookups in the registry.
 #ifndef DETNCCL_INTERPOSE_TRACER_PROCESS_H
 #define DETNCCL_INTERPOSE_TRACER_PROCESS_H
 
@@ -30,7 +30,7 @@ struct Process {
   // A fork()ed child: it starts over (see start_over_in_child) and reads the environment again at its first log.
   bool forked_child = false;
 
-  std::mutex mutex;  // guards the registry (but its atomics) and the log's creation
+  std::mutex mutex;  // guards the registry (but its atomics; deterministic mode's parts too) and the log's creation
   CommunicatorRegistry registry;
   TraceLog log;
   DigestQueue digests;  // its own queue_mutex

@@ -125,7 +125,6 @@ DETNCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksLis
     how.origin = CommOrigin::kShrink;
     how.parent = comm;
     how.color = static_cast<std::int64_t>(excluded & 0x7fffffff);
-    how.exclusion_hash = excluded;
     how.in_progress = result == ncclInProgress;
     const ncclComm_t child = child_so_far(newcomm, true, &how.late_handle);
     on_communicator_created(child, how);

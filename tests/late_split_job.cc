@@ -3,16 +3,18 @@
 // split inside a group, and on NCCL's own thread for a split of a non-blocking parent (the call returns
 // ncclInProgress; the job polls the parent's ncclCommGetAsyncError). Every rank splits the world by rank % 2 (key:
 // its rank) and runs one fp32 AllReduce of kCount elements, all equal to rank + 1, on its child, checking the sum.
-//   late_split_job [--in-group] [--nonblocking [--wait-on-child]]
+//   late_split_job [--in-group] [--nonblocking [--wait-on-child [--on-another-thread]]]
 //   --in-group       the split is made inside ncclGroupStart/ncclGroupEnd
 //   --nonblocking    the world communicator is created with ncclConfig_t.blocking = 0 (so is the child, its parent's)
 //   --wait-on-child  the job waits for the child by watching *newcomm, not by polling the parent (it polls the parent
 //                    only after the child's AllReduce): the shim first sees the child at that call
+//   --on-another-thread  the child's AllReduce is made (and polled) by another thread than the one that split
 // Prints one line per rank; exits non-zero on any surprise.
 #include <sched.h>
 
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/job_support.h"
@@ -44,7 +46,7 @@ ncclResult_t settle(ncclResult_t result, ncclComm_t comm) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool in_group = false, nonblocking = false, wait_on_child = false;
+  bool in_group = false, nonblocking = false, wait_on_child = false, on_another_thread = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--in-group") {
@@ -53,8 +55,10 @@ int main(int argc, char** argv) {
       nonblocking = true;
     } else if (arg == "--wait-on-child") {
       wait_on_child = true;
+    } else if (arg == "--on-another-thread") {
+      on_another_thread = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--in-group] [--nonblocking [--wait-on-child]]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--in-group] [--nonblocking [--wait-on-child [--on-another-thread]]]\n", argv[0]);
       return 2;
     }
   }
@@ -87,8 +91,16 @@ int main(int argc, char** argv) {
   if (!expect(child != nullptr, "the child is there once the split is over", rank)) return 1;
 
   std::vector<float> values(kCount, static_cast<float>(rank + 1)), sums(kCount, 0.0f);
-  const ncclResult_t reduced = ncclAllReduce(values.data(), sums.data(), kCount, ncclFloat32, ncclSum, child, nullptr);
-  expect(settle(reduced, child) == ncclSuccess, "AllReduce on the child", rank);
+  const auto reduce = [&] {
+    const ncclResult_t reduced =
+        ncclAllReduce(values.data(), sums.data(), kCount, ncclFloat32, ncclSum, child, nullptr);
+    expect(settle(reduced, child) == ncclSuccess, "AllReduce on the child", rank);
+  };
+  if (on_another_thread) {
+    std::thread(reduce).join();
+  } else {
+    reduce();
+  }
   float expected = 0;
   for (int r = rank % 2; r < job.nranks; r += 2) expected += static_cast<float>(r + 1);
   for (float sum : sums) {

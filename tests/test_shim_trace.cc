@@ -493,6 +493,26 @@ TEST(ShimDeterministic, OneThreadDrivingSeveralRanksOfACommunicatorInAGroupIsRec
   EXPECT_EQ(threads.output.find("cannot honour"), std::string::npos) << threads.output;
 }
 
+TEST(ShimDeterministic, ARankThatOptedOutOfASplitStillRecognisesItsSiblingsInLaterSplits) {
+  // Every rank of a parent calls ncclCommSplit, and one that passes NCCL_SPLIT_NOCOLOR gets no child: the parent's
+  // splits still count alike on all its ranks only if that split counts too. Here rank 0 of 2 opts out of a first
+  // split, and then both ranks split again into one child, which one thread drives in one group: deterministic mode
+  // must see that the two children are ranks of one communicator (=1 stops, =warn hands them to NCCL), or the first
+  // deferred reduction would wait for good for the second.
+  const auto one_thread = [&](const std::string& mode) {
+    return run("env HOSTNCCL_TIMEOUT_S=10 " + mode +
+               " LD_PRELOAD=" DETNCCL_SHIM_PATH " timeout 60 " DETNCCL_THREADS_JOB
+               " 2 3 --one-thread-split-after-nocolor");
+  };
+  const CommandResult stopped = one_thread("DETNCCL_DETERMINISTIC=1");
+  EXPECT_EQ(stopped.exit_code, 78) << stopped.output;
+  EXPECT_NE(stopped.output.find("two ranks of one communicator"), std::string::npos) << stopped.output;
+  const CommandResult warned = one_thread("DETNCCL_DETERMINISTIC=warn");
+  EXPECT_EQ(warned.exit_code, 0) << warned.output;
+  EXPECT_NE(warned.output.find("NOT deterministic"), std::string::npos) << warned.output;
+  EXPECT_NE(warned.output.find("every output as expected"), std::string::npos) << warned.output;
+}
+
 // Non-blocking communicators (ncclConfig_t.blocking = 0): hostnccl then returns ncclInProgress and moves the data on
 // a background thread, like NCCL's own. Deterministic mode waits for each exchange, and the tracer fingerprints
 // outputs only once the call is enqueued, so a non-blocking run records the blocking run's bits.
@@ -712,6 +732,43 @@ INSTANTIATE_TEST_SUITE_P(Split, ShimTraceLateSplit,
                            }
                            return std::string("OfANonBlockingParentInsideAGroup");
                          });
+
+TEST(ShimDeterministic, ALateSplitChildFirstUsedByAnotherThreadIsReducedDeterministically) {
+  // The child of a non-blocking parent's split, whose handle NCCL stores late, first named by a reduction on another
+  // thread than the one that split (which never polled the parent before): deterministic mode still finds it (its
+  // size and rank; without them it would refuse the AllReduce as one on a communicator NCCL has not finished).
+  TempDir dir;
+  for (const char* tracing : {"", "DETNCCL_DIR="}) {
+    const std::string trace =
+        *tracing == '\0' ? std::string() : std::string(tracing) + dir.path() + " DETNCCL_RUN=other ";
+    const CommandResult job =
+        run("env HOSTNCCL_TIMEOUT_S=20 DETNCCL_DETERMINISTIC=1 " + trace +
+            DETNCCL_LAUNCHER " -n 4 --timeout 120 -- env LD_PRELOAD=" +
+            DETNCCL_SHIM_PATH " " DETNCCL_LATE_SPLIT_JOB " --nonblocking --wait-on-child --on-another-thread");
+    EXPECT_EQ(job.exit_code, 0) << trace << "\n" << job.output;
+    EXPECT_EQ(job.output.find("refused"), std::string::npos) << trace << "\n" << job.output;
+    EXPECT_EQ(job.output.find("cannot honour"), std::string::npos) << trace << "\n" << job.output;
+  }
+}
+
+TEST(ShimDeterministic, LateChildrenDrivenByAThreadThatDidNotSplitAreRecognisedAsOneCommunicator) {
+  // Two threads each create a rank of one non-blocking communicator and split it; NCCL stores the children late, on
+  // its own thread, and the splitting threads only watch their variables. The main thread, which split nothing, then
+  // drives both children in one group: deterministic mode must read the late handles it did not see stored and know
+  // them for two ranks of one communicator (=1 stops, =warn hands them to NCCL), or the first deferred reduction would
+  // wait for good for the second.
+  const auto elsewhere = [&](const std::string& mode) {
+    return run("env HOSTNCCL_TIMEOUT_S=10 " + mode +
+               " LD_PRELOAD=" DETNCCL_SHIM_PATH " timeout 60 " DETNCCL_THREADS_JOB " 2 3 --late-children-elsewhere");
+  };
+  const CommandResult stopped = elsewhere("DETNCCL_DETERMINISTIC=1");
+  EXPECT_EQ(stopped.exit_code, 78) << stopped.output;
+  EXPECT_NE(stopped.output.find("two ranks of one communicator"), std::string::npos) << stopped.output;
+  const CommandResult warned = elsewhere("DETNCCL_DETERMINISTIC=warn");
+  EXPECT_EQ(warned.exit_code, 0) << warned.output;
+  EXPECT_NE(warned.output.find("NOT deterministic"), std::string::npos) << warned.output;
+  EXPECT_NE(warned.output.find("every output as expected"), std::string::npos) << warned.output;
+}
 
 TEST(ShimTrace, GroupSimulateEndClosesTheShimsGroupToo) {
   // NCCL's ncclGroupSimulateEnd ends the group (hostnccl lacks it: a stand-in preloaded after the shim does what NCCL
