@@ -15,14 +15,7 @@
 #include <string_view>
 
 #include "abi/nccl_abi.h"
-
-#if !defined(DETNCCL_HOST_DEVICE)
-#if defined(__CUDACC__)
-#define DETNCCL_HOST_DEVICE __host__ __device__
-#else
-#define DETNCCL_HOST_DEVICE
-#endif
-#endif
+#include "cuda/host_device.h"
 
 /* Row: X(enumerator, number, bytes, kind, name)
  *   enumerator  the ncclDataType_t value (the first name nccl.h gives it)

@@ -134,9 +134,7 @@ namespace detnccl::cli {
 CommandRun add_check_arguments(CLI::App& app) {
   auto options = std::make_shared<CheckCommandOptions>();
   app.add_option("RUN", options->run, "Run directory")->required();
-  app.add_flag("--json", options->json, "Print the result as JSON for tools");
-  app.add_flag("-v,--verbose", options->verbose, "List every finding");
-  app.add_option("-j,--jobs", options->threads, "Threads (default: the cores available)");
+  add_report_options(app, *options, "List every finding");
   return [options] { return check_command(*options); };
 }
 

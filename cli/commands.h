@@ -44,6 +44,14 @@ struct BadArguments : std::runtime_error {
 DETNCCL_CLI_SUBCOMMANDS(DETNCCL_CLI_DECLARE_ADD_ARGUMENTS)
 #undef DETNCCL_CLI_DECLARE_ADD_ARGUMENTS
 
+// The report options every analysis command has: --json, -v/--verbose (what it lists: verbose_help) and -j/--jobs.
+template <class Options>
+void add_report_options(CLI::App& app, Options& options, const char* verbose_help) {
+  app.add_flag("--json", options.json, "Print the result as JSON for tools");
+  app.add_flag("-v,--verbose", options.verbose, verbose_help);
+  app.add_option("-j,--jobs", options.threads, "Threads (default: the cores available)");
+}
+
 // The step numbers of --from-step / --to-step: decimal digits that fit in 64 bits (see detnccl_main.cc).
 extern const CLI::Validator kStepNumber;
 

@@ -356,9 +356,7 @@ CommandRun add_diff_arguments(CLI::App& app) {
                  "from a checkpoint at step K against the run that never stopped)")
       ->check(kStepNumber);
   app.add_option("--to-step", options->to_step, "Compare only calls of steps <= K")->check(kStepNumber);
-  app.add_flag("--json", options->json, "Print the result as JSON for tools");
-  app.add_flag("-v,--verbose", options->verbose, "List every rank and receiver");
-  app.add_option("-j,--jobs", options->threads, "Threads (default: the cores available)");
+  add_report_options(app, *options, "List every rank and receiver");
   return [options] {
     if (options->from_step && options->to_step && *options->from_step > *options->to_step) {
       throw BadArguments("--from-step " + std::to_string(*options->from_step) + " is after --to-step " +

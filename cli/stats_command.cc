@@ -202,9 +202,7 @@ namespace detnccl::cli {
 CommandRun add_stats_arguments(CLI::App& app) {
   auto options = std::make_shared<StatsCommandOptions>();
   app.add_option("RUN", options->run, "Run directory or one rank-NNNNN.dnc file")->required();
-  app.add_flag("--json", options->json, "Print the result as JSON for tools");
-  app.add_flag("-v,--verbose", options->verbose, "List every rank");
-  app.add_option("-j,--jobs", options->threads, "Threads (default: the cores available)");
+  add_report_options(app, *options, "List every rank");
   return [options] { return stats_command(*options); };
 }
 

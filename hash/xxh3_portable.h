@@ -16,13 +16,7 @@
 #include <cstdint>
 #include <cstring>
 
-#if !defined(DETNCCL_HOST_DEVICE)
-#if defined(__CUDACC__)
-#define DETNCCL_HOST_DEVICE __host__ __device__
-#else
-#define DETNCCL_HOST_DEVICE
-#endif
-#endif
+#include "cuda/host_device.h"
 
 #if !defined(__CUDA_ARCH__)
 #include <bit>

@@ -9,7 +9,7 @@ cd "$root"
 # folder -> the folders (or single headers, folder/file.h) its sources may include. Data flows one way: interpose ->
 # (config, hash, records, collectives) -> abi; the offline tools (cli) read records and never include the shim.
 declare -A allowed=(
-  [abi]=""
+  [abi]="cuda/host_device.h"
   [posix]=""
   [cuda]=""
   [hash]="cuda"
