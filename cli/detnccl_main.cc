@@ -73,9 +73,11 @@ int finish_output(const char* command, int status) {
 
 // With --json on the command line, a tool reads standard output: bad arguments are said there too, as the JSON
 // document of unusable input, besides the message on stderr.
+// Only detnccl's own arguments count: what follows `--` (`detnccl run -- tool --json`) is another program's.
 void report_bad_arguments_as_json(int argc, char** argv, const std::string& message) {
-  if (std::find_if(argv + 1, argv + argc, [](const char* arg) { return std::strcmp(arg, "--json") == 0; }) ==
-      argv + argc) {
+  char** const own_end =
+      std::find_if(argv + 1, argv + argc, [](const char* arg) { return std::strcmp(arg, "--") == 0; });
+  if (std::find_if(argv + 1, own_end, [](const char* arg) { return std::strcmp(arg, "--json") == 0; }) == own_end) {
     return;
   }
   std::cout << nlohmann::json({{"verdict", "unusable"}, {"error", "bad arguments: " + message}})
