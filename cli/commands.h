@@ -12,6 +12,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace detnccl::cli {
 
@@ -27,7 +28,8 @@ inline constexpr int kExitUnusable = 2;  // unusable input or bad arguments (the
   X(dump, "Print a run's records, one line per record")                                                             \
   X(diff, "Compare two runs call by call; report the first divergence, its kind, and each rank's first difference") \
   X(check, "Check one run across its ranks: same collectives on every member, consistent contents")                 \
-  X(stats, "Calls and bytes per operation, communicator and rank; steps; truncated logs")
+  X(stats, "Calls and bytes per operation, communicator and rank; steps; truncated logs")                           \
+  X(run, "Run a command (torchrun, srun, mpirun, hostnccl-run, a script) with the shim preloaded and DETNCCL_* set")
 
 // What runs a subcommand once its arguments are parsed; returns the exit status.
 using CommandRun = std::function<int()>;
@@ -92,6 +94,22 @@ struct StatsCommandOptions {
   unsigned threads = 0;
 };
 int stats_command(const StatsCommandOptions& options);
+
+// `detnccl run [OPTIONS] -- COMMAND [ARGS...]`: execs COMMAND with the shim preloaded and DETNCCL_* set from the
+// options (an option not given leaves the environment's value). Returns only when the shim is unusable (2) or the
+// command cannot be run (127 not found, 126 otherwise).
+struct RunCommandOptions {
+  std::optional<std::string> dir;
+  std::optional<std::string> run;
+  std::optional<std::string> deterministic;
+  std::optional<std::string> trace;
+  std::optional<std::string> steps;
+  std::optional<std::string> ranks;
+  std::optional<std::string> shim;
+  bool print_config = false;
+  std::vector<std::string> command;
+};
+int run_command(const RunCommandOptions& options);
 
 }  // namespace detnccl::cli
 

@@ -1,7 +1,8 @@
 // detnccl: the offline command. After a loss spike or a failed reproducibility check it answers from the per-rank
 // logs where two runs first diverged (diff), whether one run is consistent across its ranks (check), what the logs
-// hold (dump, stats); `detnccl fingerprint` runs detnccl-fingerprint. Exit status: 0 identical / consistent,
-// 1 diverged / inconsistent, 2 unusable input or bad arguments.
+// hold (dump, stats); `detnccl run` starts a job with the shim preloaded; `detnccl fingerprint` runs
+// detnccl-fingerprint. Exit status: 0 identical / consistent, 1 diverged / inconsistent, 2 unusable input or bad
+// arguments (`run`: the command's own status).
 #include <limits.h>
 #include <poll.h>
 #include <unistd.h>
@@ -72,9 +73,11 @@ int finish_output(const char* command, int status) {
 
 // With --json on the command line, a tool reads standard output: bad arguments are said there too, as the JSON
 // document of unusable input, besides the message on stderr.
+// Only detnccl's own arguments count: what follows `--` (`detnccl run -- tool --json`) is another program's.
 void report_bad_arguments_as_json(int argc, char** argv, const std::string& message) {
-  if (std::find_if(argv + 1, argv + argc, [](const char* arg) { return std::strcmp(arg, "--json") == 0; }) ==
-      argv + argc) {
+  char** const own_end =
+      std::find_if(argv + 1, argv + argc, [](const char* arg) { return std::strcmp(arg, "--") == 0; });
+  if (std::find_if(argv + 1, own_end, [](const char* arg) { return std::strcmp(arg, "--json") == 0; }) == own_end) {
     return;
   }
   std::cout << nlohmann::json({{"verdict", "unusable"}, {"error", "bad arguments: " + message}})
@@ -133,8 +136,9 @@ int main(int argc, char** argv) {
   }
 
   CLI::App app{
-      "detnccl: read the per-rank logs of detnccl runs. Exit status: 0 identical or consistent, 1 diverged or "
-      "inconsistent, 2 unusable input (the message names the file and why) or bad arguments.",
+      "detnccl: run a job under the shim (run) and read the per-rank logs of detnccl runs. Exit status: 0 identical or "
+      "consistent, 1 diverged or inconsistent, 2 unusable input (the message names the file and why) or bad "
+      "arguments; run exits with the command's status.",
       "detnccl"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "detnccl " DETNCCL_VERSION_TEXT);

@@ -611,10 +611,12 @@ TEST(Cli, BadArgumentsExitTwoInEveryCommand) {
   for (const std::string& command :
        {"dump --frobnicate " + a, "diff --frobnicate " + a + " " + a, "check --frobnicate " + a,
         "stats --frobnicate " + a, "fingerprint --frobnicate " + file, "fingerprint --segment-bytes 1000 " + file,
-        std::string("fingerprint")}) {
+        std::string("fingerprint"), std::string("run --frobnicate -- true"), std::string("run"), "run --dir " + a}) {
     const CommandResult result = detnccl(command, /*with_stderr=*/true);
     EXPECT_EQ(result.exit_code, 2) << command << ": " << result.output;
   }
+  // What follows `--` is the command's: its --json does not make detnccl's message JSON.
+  EXPECT_EQ(detnccl("run --frobnicate -- tool --json").output, "");
   EXPECT_EQ(detnccl("fingerprint " + file).exit_code, 0);
 }
 

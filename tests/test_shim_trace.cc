@@ -21,6 +21,7 @@
 #include "records/log_reader.h"
 #include "tests/job_support.h"
 #include "tests/test_support.h"
+#include "tests/trace_job_log_checks.h"
 #include "tests/trace_job_script.h"
 
 namespace {
@@ -33,6 +34,7 @@ using detnccl::records::LogRecord;
 
 using detnccl::test::CommandResult;
 using detnccl::test::TempDir;
+using namespace detnccl::test::trace_job_logs;
 
 // Runs a command; its output holds stdout and stderr together.
 CommandResult run(const std::string& command) { return detnccl::test::run_command(command + " 2>&1"); }
@@ -41,111 +43,6 @@ CommandResult run(const std::string& command) { return detnccl::test::run_comman
 CommandResult run_traced_job(int nranks, const std::string& environment, const std::string& job_arguments = "") {
   return run("env HOSTNCCL_TIMEOUT_S=20 " + environment + " " DETNCCL_LAUNCHER " -n " + std::to_string(nranks) +
              " --timeout 120 -- env LD_PRELOAD=" DETNCCL_SHIM_PATH " " DETNCCL_TRACE_JOB " " + job_arguments);
-}
-
-struct RankLog {
-  detnccl::records::LogHeader header;
-  std::vector<CommunicatorRecord> communicators;
-  std::vector<CallRecord> calls;
-  detnccl::records::LogEndKind end = detnccl::records::LogEndKind::kNotReached;
-  std::unique_ptr<LogReader> reader;  // owns the memory the records' spans point into
-};
-
-RankLog read_log(const std::string& path) {
-  RankLog log;
-  auto opened = LogReader::open_file(path);
-  EXPECT_TRUE(opened.reader) << path << ": " << opened.error;
-  if (!opened.reader) return log;
-  log.header = opened.reader->header();
-  LogRecord record;
-  while (opened.reader->next(record)) {
-    if (auto* call = std::get_if<CallRecord>(&record.record)) log.calls.push_back(*call);
-    if (auto* comm = std::get_if<CommunicatorRecord>(&record.record)) log.communicators.push_back(*comm);
-  }
-  log.end = opened.reader->end().kind;
-  log.reader = std::move(opened.reader);
-  return log;
-}
-
-std::string rank_log(const std::string& dir, const std::string& run, int rank) {
-  char name[32];
-  std::snprintf(name, sizeof name, "rank-%05d.dnc", rank);
-  return dir + "/" + run + "/" + name;
-}
-
-uint64_t fingerprint_of(const std::vector<std::byte>& bytes) {
-  return detnccl::hash::fingerprint(bytes.data(), bytes.size());
-}
-
-// Checks one rank's log against the script: metadata of every call, and every fingerprint the window selected.
-// `non_blocking`: calls of a non-blocking communicator whose outputs are not fingerprinted keep the result the call
-// returned, ncclInProgress.
-void check_against_script(const RankLog& log, int rank, int nranks, int steps, bool fingerprints_expected,
-                          bool non_blocking = false) {
-  ASSERT_EQ(log.communicators.size(), 1u);
-  EXPECT_EQ(log.communicators[0].nranks, static_cast<uint32_t>(nranks));
-  EXPECT_EQ(log.communicators[0].rank, static_cast<uint32_t>(rank));
-  EXPECT_EQ(log.header.rank, static_cast<uint32_t>(rank));
-  EXPECT_EQ(log.header.world_size, static_cast<uint32_t>(nranks));
-  EXPECT_EQ(log.end, detnccl::records::LogEndKind::kClosed);
-
-  std::size_t index = 0;
-  for (int step = 0; step < steps; ++step) {
-    const auto script = detnccl::test::script_step(rank, nranks, static_cast<uint64_t>(step));
-    uint64_t group_id = 0;
-    for (std::size_t c = 0; c < script.size(); ++c, ++index) {
-      ASSERT_LT(index, log.calls.size()) << "log ends early";
-      const auto& expected = script[c];
-      const CallRecord& call = log.calls[index];
-      SCOPED_TRACE("rank " + std::to_string(rank) + " step " + std::to_string(step) + " call " + std::to_string(c) +
-                   " " + std::string(detnccl::records::op_name(expected.op)));
-      EXPECT_EQ(call.seq, index);
-      EXPECT_EQ(call.comm_seq, index);
-      EXPECT_EQ(call.step, static_cast<uint64_t>(step));
-      EXPECT_EQ(call.op, expected.op);
-      EXPECT_EQ(call.count, expected.count);
-      EXPECT_EQ(call.datatype, static_cast<uint16_t>(expected.datatype));
-      EXPECT_EQ(call.redop, expected.has_redop ? static_cast<int32_t>(expected.redop) : -1);
-      EXPECT_EQ(call.peer, expected.peer);
-      if (non_blocking && call.result == ncclInProgress) {
-        EXPECT_FALSE(call.flags & detnccl::records::kCallOutputFingerprint) << "fingerprinted once settled";
-      } else {
-        EXPECT_EQ(call.result, 0);
-      }
-      EXPECT_EQ((call.flags & detnccl::records::kCallInPlace) != 0, expected.in_place);
-      if (expected.grouped) {
-        EXPECT_NE(call.group_id, 0u);
-        if (group_id != 0) {
-          EXPECT_EQ(call.group_id, group_id);
-        }
-        group_id = call.group_id;
-      } else {
-        EXPECT_EQ(call.group_id, 0u);
-      }
-      const bool input_hashed = (call.flags & detnccl::records::kCallInputFingerprint) != 0;
-      const bool output_hashed = (call.flags & detnccl::records::kCallOutputFingerprint) != 0;
-      EXPECT_EQ(input_hashed, fingerprints_expected && expected.has_input);
-      EXPECT_EQ(output_hashed, fingerprints_expected && expected.has_output);
-      // The recorded input of an in-place call is the data before the operation.
-      if (input_hashed) {
-        EXPECT_EQ(call.input_fingerprint, fingerprint_of(expected.input));
-      }
-      if (output_hashed) {
-        EXPECT_EQ(call.output_fingerprint, fingerprint_of(expected.output));
-      }
-      if (fingerprints_expected && expected.blocks > 0) {
-        const auto& whole = expected.blocks_on_input ? expected.input : expected.output;
-        const auto blocks = expected.blocks_on_input ? call.input_blocks : call.output_blocks;
-        ASSERT_EQ(blocks.size(), expected.blocks);
-        const std::size_t block_bytes = whole.size() / expected.blocks;
-        for (std::size_t b = 0; b < expected.blocks; ++b) {
-          EXPECT_EQ(blocks[b], detnccl::hash::fingerprint(whole.data() + b * block_bytes, block_bytes))
-              << "block " << b;
-        }
-      }
-    }
-  }
-  EXPECT_EQ(log.calls.size(), index);
 }
 
 class ShimTrace : public ::testing::TestWithParam<int> {};
