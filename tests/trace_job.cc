@@ -4,7 +4,8 @@
 // is loaded (looked up with dlsym, so the job runs without the shim too).
 //   trace_job [--steps N] [--first-step K] [--die-at-step K] [--perturb-rank R --perturb-step K] [--wide-allreduce]
 //   --first-step K    start at step K, like a job resumed from a checkpoint taken before step K
-//   --die-at-step K   rank 1 kills itself with SIGKILL at that step
+//   --die-at-step K   rank 1 kills itself with SIGKILL at that step, once every other rank has finished step K-1
+//                     (they say so with a file in DETNCCL_DIR; without DETNCCL_DIR it waits 300 ms instead)
 //   --perturb-rank R --perturb-step K
 //                     rank R changes element 0 of every input of step K by one ulp (float; +1 for int32), as a compute
 //                     bug before the step's first AllReduce would; outputs of step K are then not checked
@@ -12,9 +13,13 @@
 //                     (their sum depends on the order of addition); outputs are not checked
 //   --nonblocking     create the communicator with ncclConfig_t.blocking = 0 (its init may return ncclInProgress)
 //   --group-init      create the communicator inside ncclGroupStart/ncclGroupEnd (NCCL creates it at the end)
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <thread>
 
 #include <cmath>
 #include <cstdint>
@@ -66,6 +71,46 @@ void perturb_input(ScriptCall& call) {
     ++value;
     std::memcpy(call.input.data(), &value, sizeof value);
   }
+}
+
+}  // namespace
+
+namespace {
+
+// --die-at-step K: rank 1 kills itself at step K once every other rank has finished (and recorded) step K-1; the
+// others say so with an empty file DETNCCL_DIR/.trace_job-RUN-step-K-rank-R and go on into step K, whose first
+// collective then blocks until the launcher stops them.
+// RATIONALE: the tests expect exactly steps 0..K-1 recorded on every rank, and the launcher stops the others when a
+// rank dies, so dying before a slow peer (a loaded machine, a sanitizer build) recorded its last call of step K-1
+// would cut it; a fixed wait was not always enough under ASan. The files are not collectives: no record is added.
+void die_after_the_others_finished_the_step_before(int step, int rank, int nranks) {
+  const char* dir = std::getenv("DETNCCL_DIR");
+  const auto marker = [&](int of_rank) {
+    const char* run = std::getenv("DETNCCL_RUN");  // two runs in one directory never share a marker
+    return std::string(dir) + "/.trace_job-" + (run != nullptr ? run : "") + "-step-" + std::to_string(step) +
+           "-rank-" + std::to_string(of_rank);
+  };
+  const int dying = 1 % nranks;
+  if (rank != dying) {
+    if (dir != nullptr) {
+      const int fd = open(marker(rank).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+      if (fd >= 0) close(fd);
+    }
+    return;
+  }
+  if (dir == nullptr) {
+    usleep(300000);
+  } else {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    for (int other = 0; other < nranks; ++other) {
+      while (other != dying && access(marker(other).c_str(), F_OK) != 0 &&
+             std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
+  }
+  std::fflush(nullptr);
+  kill(getpid(), SIGKILL);
 }
 
 }  // namespace
@@ -192,14 +237,7 @@ int main(int argc, char** argv) {
 
   for (int step = first_step; step < steps; ++step) {
     if (set_step != nullptr) set_step(static_cast<std::uint64_t>(step));
-    if (step == die_at_step && rank == 1 % nranks) {
-      // RATIONALE: the other ranks first finish (and record) step K-1 and block in step K's first collective, which
-      // needs this rank; dying at once could cut a slow peer's last record of step K-1 (the launcher stops the
-      // others when a rank dies), and the tests expect exactly steps 0..K-1 recorded on every rank.
-      usleep(300000);
-      std::fflush(nullptr);
-      kill(getpid(), SIGKILL);
-    }
+    if (step == die_at_step) die_after_the_others_finished_the_step_before(step, rank, nranks);
     if (wide_allreduce) {
       const std::vector<float> input = detnccl::test::wide_magnitude_values(rank, step, 4096);
       std::vector<float> output(input.size());
