@@ -18,6 +18,13 @@ extern "C" {
  * Thread-safe; cheap (one atomic store). */
 void detnccl_set_step(uint64_t step);
 
+/* Marks the step as the job's optimizer counts it: the number of optimizer steps taken so far. Called by detnccl's
+ * PyTorch hook (share/detnccl/python/autostep, loaded by `detnccl run`), not meant for job code. Records carry it
+ * with step_source "optimizer". Explicit marks win: once the job has called detnccl_set_step, and whenever
+ * DETNCCL_STEP_BOUNDARY names the step's call, this is ignored. It stops the shim's own numbering of iterations
+ * from the call pattern. Thread-safe; cheap. */
+void detnccl_set_optimizer_step(uint64_t step);
+
 /* Asks the kernel to write this process's log to disk now (records already survive a crash of the process; this
  * narrows what a crash of the machine can lose). Returns at once. */
 void detnccl_flush(void);

@@ -24,6 +24,9 @@ namespace {
 // The step lives outside Process: a job may mark its first step before its first NCCL call.
 std::atomic<std::uint64_t> g_step{0};
 std::atomic<bool> g_step_marked{false};
+// The step the PyTorch hook reports (detnccl_set_optimizer_step): below a job's own marks.
+std::atomic<std::uint64_t> g_optimizer_step{0};
+std::atomic<bool> g_optimizer_marked{false};
 
 struct GroupState {
   int depth = 0;
@@ -72,9 +75,16 @@ std::optional<PendingCall> begin_call(const CallShape& shape, ThreadState& threa
     fields.count = shape.count;
     // RATIONALE: the mark is read first (acquire, set_step publishes it with release): a call that sees it marked sees
     // the step that came with it. A plain load on x86.
-    fields.step_source =
-        g_step_marked.load(std::memory_order_acquire) ? records::StepSource::kMarked : records::StepSource::kNone;
-    fields.step = g_step.load(std::memory_order_relaxed);
+    if (g_step_marked.load(std::memory_order_acquire)) {
+      fields.step_source = records::StepSource::kMarked;
+      fields.step = g_step.load(std::memory_order_relaxed);
+    } else if (g_optimizer_marked.load(std::memory_order_acquire)) {
+      fields.step_source = records::StepSource::kOptimizer;
+      fields.step = g_optimizer_step.load(std::memory_order_relaxed);
+    } else {
+      fields.step_source = records::StepSource::kNone;
+      fields.step = 0;
+    }
     fields.group_id = thread.group.depth > 0 ? thread.group.group_id : 0;
     fields.op = shape.op;
     fields.datatype = static_cast<std::uint16_t>(shape.datatype);
@@ -171,6 +181,11 @@ int group_depth() noexcept { return t_thread.group.depth; }
 void set_step(std::uint64_t step) noexcept {
   g_step.store(step, std::memory_order_relaxed);
   g_step_marked.store(true, std::memory_order_release);
+}
+
+void set_optimizer_step(std::uint64_t step) noexcept {
+  g_optimizer_step.store(step, std::memory_order_relaxed);
+  g_optimizer_marked.store(true, std::memory_order_release);
 }
 
 bool step_marked() noexcept { return g_step_marked.load(); }

@@ -57,6 +57,10 @@ int group_depth() noexcept;
 // The training step stamped on every following record (detnccl_set_step).
 void set_step(std::uint64_t step) noexcept;
 
+// The step as the job's optimizer counts it (detnccl_set_optimizer_step): stamped with step_source "optimizer" unless
+// the job marked a step itself or DETNCCL_STEP_BOUNDARY is set; it ends the numbering from the call pattern.
+void set_optimizer_step(std::uint64_t step) noexcept;
+
 // Asks the kernel to write this process's log to disk now (detnccl_flush).
 void flush_log() noexcept;
 

@@ -258,10 +258,11 @@ enum class StepSource : std::uint32_t {
   kUnknown = 0,   // the writer did not say: version-1 logs, and any record whose fixed part ends before the field
   kNone = 1,      // the job had marked no step yet (step is 0)
   kMarked = 2,    // the job marked it: detnccl_set_step(), the Python helper
-  kInferred = 3,  // detnccl numbered the iterations itself from the job's calls
+  kInferred = 3,   // detnccl numbered the iterations itself from the job's calls (or DETNCCL_STEP_BOUNDARY's call)
+  kOptimizer = 4,  // the job's optimizer stepped: the PyTorch hook (detnccl_set_optimizer_step), no code change
 };
 
-// "unknown", "none", "marked", "inferred"; "?" for other values.
+// "unknown", "none", "marked", "inferred", "optimizer"; "?" for other values.
 constexpr std::string_view step_source_name(StepSource source) noexcept {
   switch (source) {
     case StepSource::kUnknown:
@@ -272,6 +273,8 @@ constexpr std::string_view step_source_name(StepSource source) noexcept {
       return "marked";
     case StepSource::kInferred:
       return "inferred";
+    case StepSource::kOptimizer:
+      return "optimizer";
   }
   return "?";
 }

@@ -51,7 +51,7 @@ TEST(Interpose, ExportsExactlyTheNcclApiAndNoPncclSymbol) {
 
   std::set<std::string> expected = table_entry_points();
   ASSERT_GT(expected.size(), 30u);
-  expected.insert({"detnccl_set_step", "detnccl_flush"});  // the public C API (detnccl.h)
+  expected.insert({"detnccl_set_step", "detnccl_set_optimizer_step", "detnccl_flush"});  // the public C API (detnccl.h)
   EXPECT_EQ(exported, expected);
   for (const std::string& symbol : exported) EXPECT_NE(symbol.rfind("pnccl", 0), 0u) << symbol;
 }
