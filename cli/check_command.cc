@@ -9,6 +9,7 @@
 #include "cli/analysis/call_matching.h"
 #include "cli/analysis/run_check.h"
 #include "cli/commands.h"
+#include "cli/step_numbering_options.h"
 #include "cli/terminal.h"
 #include "hash/fingerprint.h"
 
@@ -29,6 +30,7 @@ int check_command(const CheckCommandOptions& options) {
   analysis::CheckOptions check_options;
   check_options.threads = options.threads;
   check_options.calls_done = &done;
+  check_options.step_numbering = step_numbering_of(options.step_numbering);
   CheckResult result;
   {
     const Progress progress("detnccl check", 0, "calls read", done);
@@ -134,6 +136,7 @@ namespace detnccl::cli {
 CommandRun add_check_arguments(CLI::App& app) {
   auto options = std::make_shared<CheckCommandOptions>();
   app.add_option("RUN", options->run, "Run directory")->required();
+  add_step_numbering_options(app, options->step_numbering);
   add_report_options(app, *options, "List every finding");
   return [options] { return check_command(*options); };
 }

@@ -3,7 +3,7 @@
 add_library(detnccl_analysis STATIC
   analysis/run_logs.cc analysis/call_layout.cc analysis/call_matching.cc analysis/parallel.cc analysis/run_diff.cc analysis/rank_comparison.cc analysis/divergence.cc analysis/run_check.cc analysis/configuration_check.cc
   analysis/run_jobs.cc analysis/run_stats.cc)
-target_link_libraries(detnccl_analysis PUBLIC detnccl_records detnccl_hash detnccl_abi Threads::Threads
+target_link_libraries(detnccl_analysis PUBLIC detnccl_records detnccl_steps detnccl_hash detnccl_abi Threads::Threads
                                        PRIVATE detnccl_options)
 
 # The target is detnccl-cli (the name `detnccl` is the shim's library); the program is `detnccl`, built next to

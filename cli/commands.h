@@ -57,9 +57,16 @@ void add_report_options(CLI::App& app, Options& options, const char* verbose_hel
 // The step numbers of --from-step / --to-step: decimal digits that fit in 64 bits (see detnccl_main.cc).
 extern const CLI::Validator kStepNumber;
 
+// --infer-steps and --step-boundary as typed (cli/step_numbering_options.h declares and reads them).
+struct StepNumberingArguments {
+  bool infer_steps = false;
+  std::optional<std::string> step_boundary;
+};
+
 // `detnccl dump RUN [--rank R] [--format text|jsonl|csv]`: every record, one line each.
 struct DumpOptions {
   std::string run;
+  StepNumberingArguments step_numbering;  // --infer-steps, --step-boundary (cli/step_numbering_options.h)
   std::optional<std::uint32_t> rank;
   std::string format = "text";
 };
@@ -71,6 +78,7 @@ struct DiffCommandOptions {
   std::string run_b;
   std::optional<std::uint64_t> from_step;
   std::optional<std::uint64_t> to_step;
+  StepNumberingArguments step_numbering;  // --infer-steps, --step-boundary (cli/step_numbering_options.h)
   bool json = false;
   bool verbose = false;
   unsigned threads = 0;
@@ -80,6 +88,7 @@ int diff_command(const DiffCommandOptions& options);
 // `detnccl check RUN`: the consistency of one run across its ranks.
 struct CheckCommandOptions {
   std::string run;
+  StepNumberingArguments step_numbering;  // --infer-steps, --step-boundary (cli/step_numbering_options.h)
   bool json = false;
   bool verbose = false;
   unsigned threads = 0;
@@ -89,6 +98,7 @@ int check_command(const CheckCommandOptions& options);
 // `detnccl stats RUN`: calls and bytes per op, communicator and rank; steps; how logs end.
 struct StatsCommandOptions {
   std::string run;
+  StepNumberingArguments step_numbering;  // --infer-steps, --step-boundary (cli/step_numbering_options.h)
   bool json = false;
   bool verbose = false;
   unsigned threads = 0;

@@ -9,6 +9,7 @@
 #include "cli/analysis/run_diff.h"
 #include "cli/call_field_output.h"
 #include "cli/commands.h"
+#include "cli/step_numbering_options.h"
 #include "cli/terminal.h"
 #include "hash/fingerprint.h"
 
@@ -43,6 +44,14 @@ json side_json(const CallSide& side) {
   json out = {{"comm_id", hex(side.communicator.id)}};
   add_call_fields_json(out, side.fields, records::call_field::kDiff);  // records/call_record_fields.h
   return out;
+}
+
+// " (inferred)": where the divergent call's step came from, when the job did not mark it (empty for marked steps
+// and logs that do not say).
+std::string step_source_text(const CallDivergence& d) {
+  const records::StepSource source = d.present_side().fields.step_source;
+  if (source == records::StepSource::kMarked || source == records::StepSource::kUnknown) return "";
+  return " (" + std::string(records::step_source_name(source)) + ")";
 }
 
 json divergence_json(const CallDivergence& d) {
@@ -197,9 +206,9 @@ void print_text(const DiffCommandOptions& options, const RunDiff& diff) {
     }
   } else if (diff.first) {
     const CallDivergence& d = *diff.first;
-    std::cout << style.bad("DIVERGED") << ": first divergence at step " << d.step() << " on rank " << d.rank << ": "
-              << style.bold(std::string(analysis::divergence_kind_name(d.kind))) << " ("
-              << analysis::divergence_role_name(d.role) << ")\n";
+    std::cout << style.bad("DIVERGED") << ": first divergence at step " << d.step() << step_source_text(d)
+              << " on rank " << d.rank << ": " << style.bold(std::string(analysis::divergence_kind_name(d.kind)))
+              << " (" << analysis::divergence_role_name(d.role) << ")\n";
   } else {
     std::cout << style.bad("DIVERGED") << ": the runs' configurations differ (the calls match)\n";
   }
@@ -214,8 +223,8 @@ void print_text(const DiffCommandOptions& options, const RunDiff& diff) {
   if (diff.first) {
     const CallDivergence& d = *diff.first;
     std::cout << "\n"
-              << style.bold("First divergence") << ": rank " << d.rank << ", step " << d.step() << ", "
-              << analysis::divergence_kind_name(d.kind) << "\n";
+              << style.bold("First divergence") << ": rank " << d.rank << ", step " << d.step() << step_source_text(d)
+              << ", " << analysis::divergence_kind_name(d.kind) << "\n";
     print_first(style, d);
     if (!diff.stopped.empty()) {
       std::cout << "  stopped   ranks whose first difference is a missing call at this step:";
@@ -296,6 +305,7 @@ int diff_command(const DiffCommandOptions& options) {
   analysis::DiffOptions diff_options;
   diff_options.from_step = options.from_step;
   diff_options.to_step = options.to_step;
+  diff_options.step_numbering = step_numbering_of(options.step_numbering);
   diff_options.threads = options.threads;
   diff_options.ranks_done = &done;
   RunDiff diff;
@@ -330,13 +340,17 @@ int diff_command(const DiffCommandOptions& options) {
       out["ranks"] = ranks;
       out["notes"] = diff.notes;
       out["unknown_records"] = diff.unknown_records;
+      out["step_sources"] = {{"a", analysis::step_source_names(diff.step_sources_a)},
+                             {"b", analysis::step_source_names(diff.step_sources_b)}};
+      out["steps_comparable"] = diff.steps_comparable;
     }
     std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
   } else if (diff.error.empty()) {
     print_text(options, diff);
   }
   if (!diff.error.empty()) {
-    std::cerr << (diff.nothing_in_range ? "detnccl diff: " : "detnccl diff: unusable input: ") << diff.error << "\n";
+    std::cerr << (diff.nothing_in_range || !diff.steps_comparable ? "detnccl diff: " : "detnccl diff: unusable input: ")
+              << diff.error << "\n";
     return kExitUnusable;
   }
   if (diff.undecided) return kExitUnusable;
@@ -356,6 +370,7 @@ CommandRun add_diff_arguments(CLI::App& app) {
                  "from a checkpoint at step K against the run that never stopped)")
       ->check(kStepNumber);
   app.add_option("--to-step", options->to_step, "Compare only calls of steps <= K")->check(kStepNumber);
+  add_step_numbering_options(app, options->step_numbering);
   add_report_options(app, *options, "List every rank and receiver");
   return [options] {
     if (options->from_step && options->to_step && *options->from_step > *options->to_step) {

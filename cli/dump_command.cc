@@ -8,6 +8,7 @@
 #include "cli/analysis/run_logs.h"
 #include "cli/call_field_output.h"
 #include "cli/commands.h"
+#include "cli/step_numbering_options.h"
 #include "cli/terminal.h"
 #include "hash/fingerprint.h"
 
@@ -151,6 +152,7 @@ class Dumper {
 }  // namespace
 
 int dump_command(const DumpOptions& options) {
+  const analysis::StepNumbering numbering = step_numbering_of(options.step_numbering);
   const analysis::RunLogs run = analysis::list_run(options.run);
   if (!run.error.empty()) {
     std::cerr << "detnccl dump: " << run.error << '\n';
@@ -194,6 +196,7 @@ int dump_command(const DumpOptions& options) {
       std::cout.flush();
       std::cerr << "detnccl dump: warning: " << mismatch << '\n';  // dumped anyway: dump shows what is there
     }
+    stream->number_steps(numbering);
     dumper.header(file, stream->header());
     std::size_t communicators = 0;
     analysis::CallInRun call;
@@ -230,6 +233,7 @@ CommandRun add_dump_arguments(CLI::App& app) {
   app.add_option("--format", options->format, "Output format")
       ->check(CLI::IsMember({"text", "jsonl", "csv"}))
       ->capture_default_str();
+  add_step_numbering_options(app, options->step_numbering);
   return [options] { return dump_command(*options); };
 }
 

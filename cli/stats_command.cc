@@ -8,6 +8,7 @@
 #include "cli/analysis/call_matching.h"
 #include "cli/analysis/run_stats.h"
 #include "cli/commands.h"
+#include "cli/step_numbering_options.h"
 #include "cli/terminal.h"
 #include "hash/fingerprint.h"
 
@@ -58,6 +59,16 @@ std::string steps_text(const std::optional<std::uint64_t>& first, const std::opt
   return *first == *last ? std::to_string(*first) : std::to_string(*first) + "-" + std::to_string(*last);
 }
 
+// " (inferred)", " (marked and optimizer)": where the steps came from; empty when no log says (version 1).
+std::string step_sources_text(std::uint32_t sources) {
+  std::vector<std::string> names = analysis::step_source_names(sources);
+  std::erase(names, "unknown");
+  if (names.empty()) return "";
+  std::string text = " (";
+  for (std::size_t i = 0; i < names.size(); ++i) text += (i == 0 ? "" : " and ") + names[i];
+  return text + ")";
+}
+
 }  // namespace
 
 int stats_command(const StatsCommandOptions& options) {
@@ -66,7 +77,7 @@ int stats_command(const StatsCommandOptions& options) {
   analysis::RunStats stats;
   {
     const Progress progress("detnccl stats", run.logs.size(), "ranks read", done);
-    stats = analysis::run_stats(run, options.threads, &done);
+    stats = analysis::run_stats(run, options.threads, &done, step_numbering_of(options.step_numbering));
   }
   if (!stats.error.empty()) {
     if (options.json) {
@@ -89,6 +100,7 @@ int stats_command(const StatsCommandOptions& options) {
     json out = {{"run", options.run}, {"ranks", stats.ranks.size()}, {"total", volume_json(stats.total)}};
     out["first_step"] = stats.first_step ? json(*stats.first_step) : json(nullptr);
     out["last_step"] = stats.last_step ? json(*stats.last_step) : json(nullptr);
+    out["step_sources"] = analysis::step_source_names(stats.step_sources);
     json per_op = json::object();
     for (const auto& [op, volume] : stats.per_op) per_op[std::string(records::op_name(op))] = volume_json(volume);
     out["per_op"] = per_op;
@@ -133,8 +145,8 @@ int stats_command(const StatsCommandOptions& options) {
   const Style style = Style::for_stdout();
   std::cout << style.bold("Run " + options.run) << ": " << stats.ranks.size() << " rank"
             << (stats.ranks.size() == 1 ? "" : "s") << ", " << stats.total.calls << " calls, "
-            << bytes_text(stats.total) << ", steps " << steps_text(stats.first_step, stats.last_step) << ", "
-            << stats.total.fingerprinted << " calls fingerprinted\n";
+            << bytes_text(stats.total) << ", steps " << steps_text(stats.first_step, stats.last_step)
+            << step_sources_text(stats.step_sources) << ", " << stats.total.fingerprinted << " calls fingerprinted\n";
   if (incomplete.empty()) {
     std::cout << "  every log was closed cleanly\n";
   } else {
@@ -202,6 +214,7 @@ namespace detnccl::cli {
 CommandRun add_stats_arguments(CLI::App& app) {
   auto options = std::make_shared<StatsCommandOptions>();
   app.add_option("RUN", options->run, "Run directory or one rank-NNNNN.dnc file")->required();
+  add_step_numbering_options(app, options->step_numbering);
   add_report_options(app, *options, "List every rank");
   return [options] { return stats_command(*options); };
 }

@@ -293,6 +293,13 @@ void parse_into(std::span<const std::string_view> environment, Config& config, s
     errors.push_back({std::string(name), std::move(message)});
   }
 
+  // A boundary names how to number steps, and DETNCCL_STEP_INFERENCE=off says not to: one of them is a mistake.
+  if (config.step_boundary.enabled() && config.step_inference == StepInferenceMode::kOff) {
+    errors.push_back({"DETNCCL_STEP_BOUNDARY", setting_text(EnvVar::kStepBoundary, config) +
+                                                   " has no effect: DETNCCL_STEP_INFERENCE=off numbers no steps; "
+                                                   "unset one of them."});
+  }
+
   // A rank window is checked against the job's size when the launcher tells it (WORLD_SIZE, ...): a window that
   // holds no rank of the job fingerprints nothing, and `detnccl diff` would then compare metadata only.
   if (config.trace >= TraceLevel::kHash) {

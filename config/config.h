@@ -19,6 +19,7 @@
 #include "abi/traced_ops.h"
 #include "collectives/algorithm_names.h"
 #include "config/env_vars.h"
+#include "steps/step_boundary.h"
 
 namespace detnccl::config {
 
@@ -106,6 +107,13 @@ enum class LogLevel : std::uint8_t { kTrace, kDebug, kInfo, kWarn, kError, kOff 
 // run such a call as is).
 enum class DeterministicMode : std::uint8_t { kOff, kOn, kWarn };
 
+// DETNCCL_STEP_INFERENCE: how steps are numbered when the job marks none (docs/steps.md).
+enum class StepInferenceMode : std::uint8_t {
+  kAuto,   // the PyTorch hook's optimizer steps when it reports them, else the call pattern
+  kCalls,  // the call pattern only (the PyTorch hook stays out)
+  kOff,    // no numbering: every unmarked call at step 0
+};
+
 // DETNCCL_ALGO: which deterministic algorithm to use. The algorithms and their names are collectives/'s, listed once
 // in collectives/algorithm_names.h (a header of the standard library only).
 using DeterministicAlgo = collectives::Algorithm;
@@ -186,6 +194,8 @@ struct Config {
   IntervalSet ranks;  // every rank by default
   OpSet ops;          // every operation by default
   std::uint64_t min_bytes = 0;
+  StepInferenceMode step_inference = StepInferenceMode::kAuto;
+  steps::StepBoundary step_boundary;  // no rule by default
   LogLevel log_level = LogLevel::kWarn;
   std::string log_file;  // empty: standard error
   bool print_config = false;

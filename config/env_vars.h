@@ -16,8 +16,8 @@
  *   id             the enumerator in detnccl::config::EnvVar
  *   name           the variable's name (always DETNCCL_...)
  *   kind           how the value is parsed and printed: a type in config.cc's namespace `kinds` (path, run_name,
- *                  byte_count, segment_size, step_list, rank_list, op_list, boolean, or a choice of names:
- *                  trace_level, log_level, deterministic_mode, algorithm, accumulation)
+ *                  byte_count, segment_size, step_list, rank_list, op_list, step_boundary, boolean, or a choice of
+ *                  names: trace_level, log_level, deterministic_mode, algorithm, accumulation, step_inference)
  *   field          the member of Config that holds the value
  *   refines        the feature without which a value other than the default has no effect (config::Refines):
  *                  kNothing, kTracing (any DETNCCL_TRACE level), kFingerprints (DETNCCL_TRACE=hash or segments),
@@ -64,6 +64,13 @@
   X(kMinBytes, "DETNCCL_MIN_BYTES", byte_count, min_bytes, kFingerprints, diagnostic, "0",                           \
     "a byte count (decimal with optional K, M or G suffix, powers of 1024)",                                         \
     "Calls moving fewer bytes than this are counted and recorded but not fingerprinted.")                            \
+  X(kStepInference, "DETNCCL_STEP_INFERENCE", step_inference, step_inference, kTracing, diagnostic, "auto",          \
+    kinds::step_inference::kAccepted,                                                                                \
+    "How steps are numbered when the job marks none: auto (optimizer steps in PyTorch jobs, else the call "          \
+    "pattern), calls (the call pattern only), off (every call at step 0).")                                          \
+  X(kStepBoundary, "DETNCCL_STEP_BOUNDARY", step_boundary, step_boundary, kTracing, diagnostic,                      \
+    "unset (steps from the optimizer or the call pattern)", steps::kStepBoundaryAccepted,                            \
+    "The call that starts (or with at=end ends) each iteration, for jobs whose call pattern is irregular.")          \
   X(kLogLevel, "DETNCCL_LOG_LEVEL", log_level, log_level, kNothing, diagnostic, "warn", kinds::log_level::kAccepted, \
     "Verbosity of detnccl's own messages; each line carries host, pid and rank.")                                    \
   X(kLogFile, "DETNCCL_LOG_FILE", path, log_file, kNothing, diagnostic, "unset (standard error)",                    \

@@ -160,6 +160,8 @@ inline constexpr std::array<std::pair<std::string_view, LogLevel>, 6> kLogLevels
                                                                                      {"warn", LogLevel::kWarn},
                                                                                      {"error", LogLevel::kError},
                                                                                      {"off", LogLevel::kOff}}};
+inline constexpr std::array<std::pair<std::string_view, StepInferenceMode>, 3> kStepInferenceModes = {
+    {{"auto", StepInferenceMode::kAuto}, {"calls", StepInferenceMode::kCalls}, {"off", StepInferenceMode::kOff}}};
 inline constexpr std::array<std::pair<std::string_view, bool>, 2> kBooleans = {{{"0", false}, {"1", true}}};
 inline constexpr std::array<std::pair<std::string_view, DeterministicMode>, 3> kDeterministicModes = {
     {{"0", DeterministicMode::kOff}, {"1", DeterministicMode::kOn}, {"warn", DeterministicMode::kWarn}}};
@@ -262,6 +264,13 @@ struct op_list {
   static std::string format(const OpSet& value) { return parsing::format_op_set(value); }
 };
 
+struct step_boundary {
+  static parsing::Problem parse(std::string_view text, steps::StepBoundary& out) {
+    return steps::parse_step_boundary(text, out);
+  }
+  static std::string format(const steps::StepBoundary& value) { return steps::format_step_boundary(value); }
+};
+
 // One of a fixed set of names (any case), from a table of (name, value) pairs.
 template <const auto& kChoices>
 struct choice {
@@ -283,6 +292,7 @@ using boolean = choice<parsing::kBooleans>;
 using deterministic_mode = choice<parsing::kDeterministicModes>;
 using algorithm = choice<parsing::kAlgorithms>;
 using accumulation = choice<parsing::kAccumulations>;
+using step_inference = choice<parsing::kStepInferenceModes>;
 
 }  // namespace kinds
 

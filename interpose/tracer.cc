@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <mutex>
 #include <new>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -48,6 +50,52 @@ thread_local ThreadState t_thread;
 // inlined thread_local (a call into the dynamic linker, in a shared library) at every use.
 [[gnu::noinline]] ThreadState& thread_state() noexcept { return t_thread; }
 
+// The highest step stamped on a record so far (for the exit's warning about the step window).
+std::atomic<std::uint64_t> g_highest_step{0};
+
+// The step of a call, and where it came from, by precedence: the job's own marks (detnccl_set_step), then
+// DETNCCL_STEP_BOUNDARY, then the PyTorch hook's optimizer steps, then the call pattern (steps/step_inference.h).
+// The boundary and the pattern see every traced call in the order the calls begin.
+void stamp_step(Process& process, const Communicator& communicator, records::CallFields& fields) {
+  // RATIONALE: the mark is read first (acquire, set_step publishes it with release): a call that sees it marked sees
+  // the step that came with it. A plain load on x86.
+  if (g_step_marked.load(std::memory_order_acquire)) {
+    fields.step_source = records::StepSource::kMarked;
+    fields.step = g_step.load(std::memory_order_relaxed);
+  } else {
+    const config::Config& config = process.config;
+    const bool numbering = config.step_inference != config::StepInferenceMode::kOff;
+    const bool by_optimizer = config.step_inference == config::StepInferenceMode::kAuto &&
+                              !config.step_boundary.enabled() && g_optimizer_marked.load(std::memory_order_acquire);
+    if (by_optimizer) {
+      fields.step_source = records::StepSource::kOptimizer;
+      fields.step = g_optimizer_step.load(std::memory_order_relaxed);
+    } else if (numbering) {
+      std::lock_guard lock(process.step_mutex);
+      steps::StepInference& inference = process.step_inference;
+      const steps::InferencePhase before = inference.phase();
+      fields.step_source = records::StepSource::kInferred;
+      fields.step = inference.next(fields, communicator.rank, communicator.nranks);
+      if (before == steps::InferencePhase::kLearning && inference.phase() == steps::InferencePhase::kTracking) {
+        log_info("steps: the job marks none; its iterations are " + std::to_string(inference.template_length()) +
+                 " calls long after " + std::to_string(inference.setup_calls()) +
+                 " set-up calls (DETNCCL_STEP_BOUNDARY names the iteration's call explicitly)");
+      } else if (before == steps::InferencePhase::kLearning && inference.phase() == steps::InferencePhase::kGaveUp) {
+        log_warning("steps: the job marks none and its first " + std::to_string(inference.calls()) +
+                    " calls repeat no pattern: later calls stay at step " + std::to_string(fields.step) +
+                    "; set DETNCCL_STEP_BOUNDARY to the call that starts an iteration, or mark steps "
+                    "(detnccl_set_step)");
+      }
+    } else {
+      fields.step_source = records::StepSource::kNone;
+      fields.step = 0;
+    }
+  }
+  std::uint64_t highest = g_highest_step.load(std::memory_order_relaxed);
+  while (fields.step > highest && !g_highest_step.compare_exchange_weak(highest, fields.step)) {
+  }
+}
+
 // A traced call before it runs: numbered, its inputs fingerprinted (before NCCL can change them). nullopt when the
 // call is not traced.
 std::optional<PendingCall> begin_call(const CallShape& shape, ThreadState& thread) noexcept {
@@ -75,21 +123,12 @@ std::optional<PendingCall> begin_call(const CallShape& shape, ThreadState& threa
     fields.count = shape.count;
     // RATIONALE: the mark is read first (acquire, set_step publishes it with release): a call that sees it marked sees
     // the step that came with it. A plain load on x86.
-    if (g_step_marked.load(std::memory_order_acquire)) {
-      fields.step_source = records::StepSource::kMarked;
-      fields.step = g_step.load(std::memory_order_relaxed);
-    } else if (g_optimizer_marked.load(std::memory_order_acquire)) {
-      fields.step_source = records::StepSource::kOptimizer;
-      fields.step = g_optimizer_step.load(std::memory_order_relaxed);
-    } else {
-      fields.step_source = records::StepSource::kNone;
-      fields.step = 0;
-    }
     fields.group_id = thread.group.depth > 0 ? thread.group.group_id : 0;
     fields.op = shape.op;
     fields.datatype = static_cast<std::uint16_t>(shape.datatype);
     fields.redop = shape.redop;
     fields.peer = shape.peer;
+    stamp_step(*process, *communicator, fields);
 
     std::uint64_t scalar = 0;
     if (shape.redop >= ncclNumOps && premulsum_scalar(*process, shape.comm, shape.redop, &scalar)) {
@@ -188,7 +227,32 @@ void set_optimizer_step(std::uint64_t step) noexcept {
   g_optimizer_marked.store(true, std::memory_order_release);
 }
 
-bool step_marked() noexcept { return g_step_marked.load(); }
+std::string step_window_warning(Process& process) {
+  const config::Config& config = process.config;
+  // RATIONALE: a job that marks its steps chose them (all of them 0, perhaps): nothing to say.
+  if (config.trace < config::TraceLevel::kHash || config.steps.is_everything() || g_step_marked.load() ||
+      g_highest_step.load(std::memory_order_relaxed) != 0) {
+    return {};
+  }
+  std::string why;
+  if (config.step_inference == config::StepInferenceMode::kOff) {
+    why = "the job marked none (detnccl_set_step, the Python helper) and DETNCCL_STEP_INFERENCE=off";
+  } else if (config.step_boundary.enabled()) {
+    why = "DETNCCL_STEP_BOUNDARY=" + steps::format_step_boundary(config.step_boundary) + " matched at most one call";
+  } else {
+    why = "the job marked none and its calls repeated no pattern (set DETNCCL_STEP_BOUNDARY, or mark steps)";
+  }
+  return "DETNCCL_STEPS is set but every call was at step 0: " + why + "; the step window selected nothing else";
+}
+
+void steps_start_over_in_child(Process& process) noexcept {
+  // RATIONALE: consistent to free, because fork() happened with step_mutex held (tracer_process.cc's lock_before_fork).
+  try {
+    process.step_inference = steps::StepInference(process.config.step_boundary);
+  } catch (...) {
+  }
+  g_highest_step.store(0, std::memory_order_relaxed);
+}
 
 std::uint64_t open_group_of_this_thread() noexcept {
   const GroupState& group = t_thread.group;

@@ -32,11 +32,7 @@ void close_log_at_exit() {
   // A fork()ed child that traced nothing of its own has nothing to close and nothing to say: the parent's log and
   // warnings are the parent's (and its threads, which may have held the tracer's locks, do not exist here).
   if (process->forked_child && !process->log.writer_attempted) return;
-  if (process->config.trace >= config::TraceLevel::kHash && !process->config.steps.is_everything() && !step_marked()) {
-    log_warning(
-        "DETNCCL_STEPS is set but the job never marked a step (detnccl_set_step, or the Python helper "
-        "detnccl_step.py): every call was counted as step 0, so the step window selected nothing else");
-  }
+  if (const std::string warning = step_window_warning(*process); !warning.empty()) log_warning(warning);
   drain_queue_at_exit(*process);
   close_log(*process);
 }
@@ -47,10 +43,12 @@ void lock_before_fork() {
   if (g_process == nullptr) return;
   g_process->mutex.lock();
   g_process->digests.queue_mutex.lock();
+  g_process->step_mutex.lock();
 }
 
 void unlock_in_parent() {
   if (g_process == nullptr) return;
+  g_process->step_mutex.unlock();
   g_process->digests.queue_mutex.unlock();
   g_process->mutex.unlock();
 }
@@ -72,6 +70,8 @@ void start_over_in_child() {
   process->next_call.store(0, std::memory_order_relaxed);
   digests_start_over_in_child(process->digests);
   group_start_over_in_child();
+  steps_start_over_in_child(*process);
+  process->step_mutex.unlock();
   process->digests.queue_mutex.unlock();
   process->mutex.unlock();
 }
@@ -86,6 +86,7 @@ void configure_once() {
     std::_Exit(kExitInvalidConfiguration);
   }
   process->config = parsed.config();
+  process->step_inference = steps::StepInference(process->config.step_boundary);
   for (std::string_view entry : config::process_environment()) process->environment_copy.emplace_back(entry);
   configure_log(process->config);
   // Messages carry the rank from the start when the launcher names it (the log's own rank replaces it later),

@@ -19,6 +19,7 @@
 #include "interpose/communicator_registry.h"
 #include "interpose/digest_pipeline.h"
 #include "interpose/trace_log.h"
+#include "steps/step_inference.h"
 
 namespace detnccl::interpose {
 
@@ -37,13 +38,21 @@ struct Process {
 
   std::atomic<std::uint64_t> next_call{0};
   std::atomic<std::uint64_t> next_group{1};
+
+  // The numbering of steps the job does not mark (DETNCCL_STEP_INFERENCE, DETNCCL_STEP_BOUNDARY): tracer.cc.
+  std::mutex step_mutex;  // guards step_inference
+  steps::StepInference step_inference;
 };
 
 // This process's tracer state; null before the first communicator call (ensure_configured).
 extern Process* g_process;
 
-// Whether the job ever marked a step (detnccl_set_step): tracer.cc.
-bool step_marked() noexcept;
+// What the step window selected, when it may not be what the user meant: a warning for the exit (DETNCCL_STEPS set
+// but no step numbered beyond 0), or empty. tracer.cc.
+std::string step_window_warning(Process& process);
+
+// In a fork()ed child: the step numbering starts over with the child's own calls (tracer.cc).
+void steps_start_over_in_child(Process& process) noexcept;
 
 // The group this thread has open (0 outside any group): tracer.cc. A communicator created inside one is created by
 // NCCL at its outermost ncclGroupEnd.

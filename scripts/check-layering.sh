@@ -13,13 +13,14 @@ declare -A allowed=(
   [posix]=""
   [cuda]=""
   [hash]="cuda"
-  [config]="abi collectives/algorithm_names.h"
+  [config]="abi collectives/algorithm_names.h steps/step_boundary.h"
   [records]="abi hash posix"
+  [steps]="abi records"
   [collectives]="abi cuda"
-  [interpose]="abi collectives config cuda hash posix records"
+  [interpose]="abi collectives config cuda hash posix records steps"
   [hostnccl]="abi collectives posix"
   [launcher]="abi hostnccl posix"
-  [cli]="abi config/env_vars.h hash posix records"
+  [cli]="abi config/env_vars.h hash posix records steps"
   [examples]="abi hash launcher posix"
 )
 

@@ -362,9 +362,16 @@ TEST(ParseConfig, RanksAre32BitAndAWindowMustSelectARankOfTheJob) {
 // refines a feature is reported exactly when that feature is off, and one that refines nothing never is.
 TEST(EnvVarTable, EachRefinedSettingHasNoEffectExactlyWhenItsFeatureIsOff) {
   const std::map<std::string_view, std::string_view> non_default = {
-      {"DETNCCL_RUN", "r"},         {"DETNCCL_SEGMENT_BYTES", "64K"}, {"DETNCCL_STEPS", "3"},
-      {"DETNCCL_RANKS", "0"},       {"DETNCCL_OPS", "Send"},          {"DETNCCL_MIN_BYTES", "1K"},
-      {"DETNCCL_ALGO", "one_shot"}, {"DETNCCL_ACCUMULATE", "fp32"},
+      {"DETNCCL_RUN", "r"},
+      {"DETNCCL_SEGMENT_BYTES", "64K"},
+      {"DETNCCL_STEPS", "3"},
+      {"DETNCCL_RANKS", "0"},
+      {"DETNCCL_OPS", "Send"},
+      {"DETNCCL_MIN_BYTES", "1K"},
+      {"DETNCCL_ALGO", "one_shot"},
+      {"DETNCCL_ACCUMULATE", "fp32"},
+      {"DETNCCL_STEP_INFERENCE", "off"},
+      {"DETNCCL_STEP_BOUNDARY", "Send,comm=1"},
   };
   struct Feature {
     std::vector<std::string_view> off, on;
@@ -456,13 +463,22 @@ TEST(EnvVarTable, AlgorithmAndAccumulationNamesComeFromTheCollectivesList) {
 TEST(ParseConfig, WhiteSpaceAtEitherEndIsRefusedInEveryVariable) {
   // One rule for every variable: a valid value with white space before or after it is refused.
   const std::map<std::string_view, std::string_view> valid = {
-      {"DETNCCL_DIR", "/d"},           {"DETNCCL_RUN", "r"},
-      {"DETNCCL_TRACE", "segments"},   {"DETNCCL_SEGMENT_BYTES", "16k"},
-      {"DETNCCL_STEPS", "1 - 3 , 7-"}, {"DETNCCL_RANKS", "0"},
-      {"DETNCCL_OPS", "Send"},         {"DETNCCL_MIN_BYTES", "1K"},
-      {"DETNCCL_LOG_LEVEL", "info"},   {"DETNCCL_LOG_FILE", "/tmp/l"},
-      {"DETNCCL_PRINT_CONFIG", "1"},   {"DETNCCL_DETERMINISTIC", "1"},
-      {"DETNCCL_ALGO", "one_shot"},    {"DETNCCL_ACCUMULATE", "fp32"},
+      {"DETNCCL_DIR", "/d"},
+      {"DETNCCL_RUN", "r"},
+      {"DETNCCL_TRACE", "segments"},
+      {"DETNCCL_SEGMENT_BYTES", "16k"},
+      {"DETNCCL_STEPS", "1 - 3 , 7-"},
+      {"DETNCCL_RANKS", "0"},
+      {"DETNCCL_OPS", "Send"},
+      {"DETNCCL_MIN_BYTES", "1K"},
+      {"DETNCCL_LOG_LEVEL", "info"},
+      {"DETNCCL_LOG_FILE", "/tmp/l"},
+      {"DETNCCL_PRINT_CONFIG", "1"},
+      {"DETNCCL_DETERMINISTIC", "1"},
+      {"DETNCCL_ALGO", "one_shot"},
+      {"DETNCCL_ACCUMULATE", "fp32"},
+      {"DETNCCL_STEP_INFERENCE", "calls"},
+      {"DETNCCL_STEP_BOUNDARY", "AllReduce,count=1,at=end"},
   };
   for (const EnvVarInfo& info : env_vars()) {
     ASSERT_TRUE(valid.contains(info.name)) << "add a valid value of " << info.name;

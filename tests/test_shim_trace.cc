@@ -277,7 +277,7 @@ TEST(ShimStepHelper, StepWindowWithoutStepMarkersWarnsAtExit) {
       run("env DETNCCL_DIR=" + dir.path() +
           " DETNCCL_RUN=s DETNCCL_STEPS=2-3 LD_PRELOAD=" DETNCCL_SHIM_PATH " " DETNCCL_THREADS_JOB " 2 2");
   ASSERT_EQ(job.exit_code, 0) << job.output;
-  EXPECT_NE(job.output.find("never marked a step"), std::string::npos) << job.output;
+  EXPECT_NE(job.output.find("DETNCCL_STEPS is set but every call was at step 0"), std::string::npos) << job.output;
 }
 
 // Output fingerprints of every AllReduce of a run, by (rank, seq).
@@ -491,7 +491,8 @@ INSTANTIATE_TEST_SUITE_P(Creation, ShimTraceLateCommunicator,
 // The communicator-level API through the shim: results unchanged (the job checks them), and the records say how each
 // communicator came to be, with ids equal on exactly the members of each.
 // Each call record says where its step came from: a job that marks its steps (trace_job calls detnccl_set_step
-// before each step's calls) has every call "marked"; one that never marks (the API tour) has every call "none".
+// before each step's calls) has every call "marked"; one that never marks (the API tour) has every call "inferred"
+// (detnccl numbers its iterations), or "none" at step 0 with DETNCCL_STEP_INFERENCE=off.
 TEST(ShimTraceSteps, RecordsSayWhetherTheJobMarkedTheirStep) {
   TempDir dir;
   const CommandResult marked = run_traced_job(2, "DETNCCL_DIR=" + dir.path() + " DETNCCL_RUN=marked", "--steps 3");
@@ -500,6 +501,11 @@ TEST(ShimTraceSteps, RecordsSayWhetherTheJobMarkedTheirStep) {
       run("env HOSTNCCL_TIMEOUT_S=20 DETNCCL_DIR=" + dir.path() + " DETNCCL_RUN=unmarked " +
           DETNCCL_LAUNCHER " -n 4 --timeout 120 -- env LD_PRELOAD=" DETNCCL_SHIM_PATH " " DETNCCL_API_TOUR_JOB);
   ASSERT_EQ(unmarked.exit_code, 0) << unmarked.output;
+  const CommandResult unnumbered = run("env HOSTNCCL_TIMEOUT_S=20 DETNCCL_DIR=" + dir.path() +
+                                       " DETNCCL_RUN=unnumbered DETNCCL_STEP_INFERENCE=off " + DETNCCL_LAUNCHER
+                                       " -n 4 --timeout 120 -- env LD_PRELOAD=" DETNCCL_SHIM_PATH
+                                       " " DETNCCL_API_TOUR_JOB);
+  ASSERT_EQ(unnumbered.exit_code, 0) << unnumbered.output;
   for (int rank = 0; rank < 2; ++rank) {
     const RankLog log = read_log(rank_log(dir.path(), "marked", rank));
     ASSERT_FALSE(log.calls.empty());
@@ -511,6 +517,11 @@ TEST(ShimTraceSteps, RecordsSayWhetherTheJobMarkedTheirStep) {
     const RankLog log = read_log(rank_log(dir.path(), "unmarked", rank));
     ASSERT_FALSE(log.calls.empty());
     for (const CallRecord& call : log.calls) {
+      EXPECT_EQ(call.step_source, detnccl::records::StepSource::kInferred) << "rank " << rank << " seq " << call.seq;
+    }
+    const RankLog off = read_log(rank_log(dir.path(), "unnumbered", rank));
+    ASSERT_FALSE(off.calls.empty());
+    for (const CallRecord& call : off.calls) {
       EXPECT_EQ(call.step_source, detnccl::records::StepSource::kNone) << "rank " << rank << " seq " << call.seq;
       EXPECT_EQ(call.step, 0u);
     }

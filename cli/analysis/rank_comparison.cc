@@ -33,6 +33,7 @@ struct Side {
   std::uint64_t calls = 0;
   std::optional<std::uint64_t> first_step;  // over every call of the log, in range or not
   std::optional<std::uint64_t> last_step;
+  std::uint32_t step_sources = 0;  // step_source_bit of every call's step source
   std::optional<std::uint64_t> segment_bytes;
   std::uint32_t fingerprint_version = 0;
   // The step the other run's log starts at, when that is after --from-step and after this run's log starts: this
@@ -41,11 +42,13 @@ struct Side {
 };
 
 // The step of the first call in a log (nullopt: it holds none, or cannot be read).
-std::optional<std::uint64_t> first_call_step(const RankLogFile& file) {
+std::optional<std::uint64_t> first_call_step(const RankLogFile& file, const StepNumbering& numbering) {
   std::string error;
   const auto stream = RankLogStream::open(file, error);
   CallInRun call;
-  if (!stream || !stream->next(call)) return std::nullopt;
+  if (!stream) return std::nullopt;
+  stream->number_steps(numbering);
+  if (!stream->next(call)) return std::nullopt;
   return call.call.step;
 }
 
@@ -76,8 +79,8 @@ class RankComparison {
       // RATIONALE: a run resumed at step S compared from an earlier step K would otherwise align its step-S calls
       // with the other run's step-K calls and report "different calls"; its log simply starts later. Only the log
       // that starts strictly later is taken for one: two logs that start at the same step are aligned as usual.
-      const std::optional<std::uint64_t> start_a = first_call_step(*a_file);
-      const std::optional<std::uint64_t> start_b = first_call_step(*b_file);
+      const std::optional<std::uint64_t> start_a = first_call_step(*a_file, options_.step_numbering);
+      const std::optional<std::uint64_t> start_b = first_call_step(*b_file, options_.step_numbering);
       if (start_a && start_b && *start_b > *options_.from_step && *start_b > *start_a) a_.align_from = start_b;
       if (start_a && start_b && *start_a > *options_.from_step && *start_a > *start_b) b_.align_from = start_a;
     }
@@ -119,6 +122,7 @@ class RankComparison {
       result_.unusable = error;
       return false;
     }
+    side.stream->number_steps(options_.step_numbering);
     side.done = false;
     side.segment_bytes = segment_bytes_from_config(side.stream->header().config_text);
     side.fingerprint_version = side.stream->header().fingerprint_version;
@@ -130,6 +134,7 @@ class RankComparison {
       const std::uint64_t step = call.call.step;
       side.first_step = std::min(side.first_step.value_or(step), step);
       side.last_step = std::max(side.last_step.value_or(step), step);
+      side.step_sources |= step_source_bit(call.call.step_source);
       if (options_.from_step && step < *options_.from_step) continue;
       if (options_.to_step && step > *options_.to_step) continue;
       if (side.align_from && step < *side.align_from) {
@@ -197,7 +202,11 @@ class RankComparison {
     note_difference(meta, "reduction", std::string(records::redop_name(x.redop)),
                     std::string(records::redop_name(y.redop)));
     note_difference(meta, is_point_to_point(x.op) ? "peer" : "root", std::to_string(x.peer), std::to_string(y.peer));
-    note_difference(meta, "step", std::to_string(x.step), std::to_string(y.step));
+    // RATIONALE: steps from different sources (the job's marks, the optimizer, detnccl's inference) may number the
+    // same iteration differently: the run-wide note says so (run_diff.cc), and such steps are not compared.
+    if (step_sources_comparable(step_source_bit(x.step_source), step_source_bit(y.step_source))) {
+      note_difference(meta, "step", std::to_string(x.step), std::to_string(y.step));
+    }
     note_difference(meta, "communicator size", std::to_string(a.communicator.nranks),
                     std::to_string(b.communicator.nranks));
     note_difference(meta, "rank in communicator", std::to_string(a.communicator.rank),
@@ -277,6 +286,8 @@ class RankComparison {
     result_.calls_a = a_.calls;
     result_.calls_b = b_.calls;
     result_.first_step_a = a_.first_step;
+    result_.step_sources_a = a_.step_sources;
+    result_.step_sources_b = b_.step_sources;
     result_.last_step_a = a_.last_step;
     result_.first_step_b = b_.first_step;
     result_.last_step_b = b_.last_step;

@@ -506,6 +506,7 @@ CheckResult check_run(const RunLogs& run, const CheckOptions& options) {
       std::string error;
       bool no_header = false;
       std::unique_ptr<RankLogStream> stream = RankLogStream::open(file, error, &no_header);
+      if (stream) stream->number_steps(options.step_numbering);
       if (!stream && !no_header) {
         result.error = error;
         return result;

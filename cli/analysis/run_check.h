@@ -65,6 +65,7 @@ struct CheckOptions {
   std::size_t calls_per_round = 64;                // calls read per rank before matching (bounds memory)
   std::size_t findings_kept = 1000;                // findings beyond this are counted, not kept
   std::atomic<std::size_t>* calls_done = nullptr;  // progress: calls read so far
+  StepNumbering step_numbering;                    // --infer-steps, --step-boundary
 };
 
 // The whole check.

@@ -318,6 +318,41 @@ void note_range_and_versions(RunDiff& diff, const DiffOptions& options) {
   }
 }
 
+// "marked", "inferred and optimizer", "no numbered steps".
+std::string step_sources_text(std::uint32_t sources) {
+  const std::vector<std::string> names = step_source_names(sources);
+  std::string text;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i != 0) text += i + 1 == names.size() ? " and " : ", ";
+    text += names[i];
+  }
+  return text.empty() ? "no calls" : text;
+}
+
+// Where each run's steps came from. Steps from different sources (the job's marks against detnccl's inference, say)
+// may number one iteration differently: calls were not compared by step (rank_comparison.cc), a note says so, and a
+// step range, which would select different iterations in each run, is refused. Returns false (diff.error set) then.
+bool check_step_sources(RunDiff& diff, const DiffOptions& options) {
+  for (const RankDiff& rank : diff.ranks) {
+    diff.step_sources_a |= rank.step_sources_a;
+    diff.step_sources_b |= rank.step_sources_b;
+  }
+  diff.steps_comparable = step_sources_comparable(diff.step_sources_a, diff.step_sources_b);
+  if (diff.steps_comparable) return true;
+  const std::string sources = "run A's steps are " + step_sources_text(diff.step_sources_a) + ", run B's are " +
+                              step_sources_text(diff.step_sources_b);
+  if (options.from_step || options.to_step) {
+    diff.error = "cannot compare by step: " + sources +
+                 ", so one step number may name different iterations in the two runs; number both the same way "
+                 "(--infer-steps numbers both from their calls) or compare without --from-step/--to-step";
+    return false;
+  }
+  diff.notes.push_back(sources +
+                       ": their step numbers may name different iterations, so calls were aligned and compared "
+                       "without their steps (--infer-steps numbers both runs from their calls)");
+  return true;
+}
+
 // The compared runs' diff with everything but the notes filled; returns false (diff.error set) when they cannot
 // be compared.
 bool compare_runs(const RunLogs& a, const RunLogs& b, const DiffOptions& options, RunDiff& diff) {
@@ -337,6 +372,7 @@ bool compare_runs(const RunLogs& a, const RunLogs& b, const DiffOptions& options
   diff.error = compare_ranks(pairs, options, diff);
   if (diff.error.empty()) diff.error = mixed_jobs_error(a, b, diff);
   if (!diff.error.empty() || !compare_rank_headers(pairs, diff)) return false;
+  if (!check_step_sources(diff, options)) return false;
   // A step range that holds no call of either run compares nothing: say so rather than "identical".
   if (options.from_step || options.to_step) {
     bool any = false;

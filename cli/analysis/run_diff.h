@@ -119,6 +119,9 @@ struct RankDiff {
   // The steps of every call in each log, whatever the compared range (nullopt: the log holds no call).
   std::optional<std::uint64_t> first_step_a, last_step_a;
   std::optional<std::uint64_t> first_step_b, last_step_b;
+  // Where the steps of each log's calls came from (step_source_bit of each source seen, whatever the range).
+  std::uint32_t step_sources_a = 0;
+  std::uint32_t step_sources_b = 0;
   std::optional<CallDivergence> first;
   std::vector<DivergentCallBrief> divergent;  // earliest divergent calls, capped
   bool divergent_capped = false;
@@ -163,6 +166,7 @@ struct DiffOptions {
   unsigned threads = 0;                            // 0: default_thread_count()
   std::size_t divergent_calls_kept = 256;          // per rank, for the cross-rank classification
   std::atomic<std::size_t>* ranks_done = nullptr;  // progress: incremented as each rank is compared
+  StepNumbering step_numbering;                    // --infer-steps, --step-boundary
 };
 
 // The whole comparison.
@@ -179,6 +183,12 @@ struct RunDiff {
                                          // is a missing call at that step
   std::vector<std::string> notes;        // things the reader must know (calls not compared, truncated logs...)
   std::uint64_t unknown_records = 0;     // records of unknown types skipped, both runs (RankDiff::unknown_records_a)
+  // Where each run's steps came from (every rank's step_sources_a / _b), and whether they number the same
+  // iterations (step_sources_comparable). When they do not, calls are not compared by step (a note says why) and a
+  // step range is refused (error, exit 2).
+  std::uint32_t step_sources_a = 0;
+  std::uint32_t step_sources_b = 0;
+  bool steps_comparable = true;
   bool undecided = false;  // no divergence found, but a truncated log hides part of a run: no verdict (exit 2)
   // --from-step/--to-step select no call of either run: nothing was compared (exit 2, like a bad argument); error
   // says so and names the steps each run has.

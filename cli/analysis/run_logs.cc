@@ -114,6 +114,31 @@ std::unique_ptr<RankLogStream> RankLogStream::open(const std::string& path, std:
   return stream;
 }
 
+namespace {
+
+// Whether a version-1 log's calls carry steps other than 0. Version-1 writers did not record where a step came from,
+// but numbered nothing themselves: such steps were marked by the job.
+bool version_1_log_has_marked_steps(const std::string& path) {
+  records::OpenedLog opened = records::LogReader::open_file(path);
+  if (!opened.reader) return false;
+  records::LogRecord record;
+  while (opened.reader->next(record)) {
+    const auto* call = std::get_if<records::CallRecord>(&record.record);
+    if (call != nullptr && call->step != 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void RankLogStream::number_steps(const StepNumbering& numbering) {
+  step_inference_ = nullptr;
+  if (!numbering.infer) return;
+  // RATIONALE: renumbering a version-1 log that the job marked would throw its real steps away.
+  if (reader_->header().format_version < 2 && version_1_log_has_marked_steps(path_)) return;
+  step_inference_ = std::make_unique<steps::StepInference>(numbering.boundary);
+}
+
 bool RankLogStream::next(CallInRun& out) {
   records::LogRecord record;
   while (reader_->next(record)) {
@@ -140,10 +165,32 @@ bool RankLogStream::next(CallInRun& out) {
       out.pair_index = 0;
       out.collective_index = counters.collectives++;
     }
+    if (step_inference_ != nullptr && out.call.step_source != records::StepSource::kMarked &&
+        out.call.step_source != records::StepSource::kOptimizer) {
+      out.call.step = step_inference_->next(out.call, out.communicator.rank, out.communicator.nranks);
+      out.call.step_source = records::StepSource::kInferred;
+    }
     ++calls_read_;
     return true;
   }
   return false;
+}
+
+std::vector<std::string> step_source_names(std::uint32_t sources) {
+  std::vector<std::string> names;
+  for (std::uint32_t value = 0; value < 32; ++value) {
+    if ((sources >> value & 1u) == 0) continue;
+    names.emplace_back(value == 31 ? std::string_view("?")
+                                   : records::step_source_name(static_cast<records::StepSource>(value)));
+  }
+  return names;
+}
+
+bool step_sources_comparable(std::uint32_t a, std::uint32_t b) noexcept {
+  const std::uint32_t unnumbered =
+      step_source_bit(records::StepSource::kNone) | step_source_bit(records::StepSource::kUnknown);
+  const auto numbered = [&](std::uint32_t sources) { return sources & ~unnumbered; };
+  return numbered(a) == numbered(b);
 }
 
 bool log_end_is_unusable(const records::LogEnd& end) noexcept { return end.kind == records::LogEndKind::kCorrupt; }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "records/log_reader.h"
+#include "steps/step_inference.h"
 
 namespace detnccl::analysis {
 
@@ -67,6 +68,29 @@ struct CallInRun {
   std::uint64_t pair_index = 0;        // Send/Recv: earlier calls of the same op to/from the same peer on it
 };
 
+// How the offline tools number the steps of calls the job did not mark (--infer-steps, --step-boundary): the shim's
+// rule (steps/step_inference.h) over the log's calls in file order. Calls with step_source none, unknown (version-1
+// logs) or inferred get a new step and step_source inferred; marked and optimizer steps are kept, and so are the
+// steps of a version-1 log whose calls carry steps other than 0 (its job marked them; version 1 did not say so).
+struct StepNumbering {
+  bool infer = false;
+  steps::StepBoundary boundary;  // no rule: the call pattern
+};
+
+// A set of step sources (records::StepSource) as bits: step_source_bit(source) for each source seen.
+constexpr std::uint32_t step_source_bit(records::StepSource source) noexcept {
+  return static_cast<std::uint32_t>(source) < 31 ? std::uint32_t{1} << static_cast<std::uint32_t>(source) : 1u << 31;
+}
+
+// The names of the sources in a set, in StepSource order ("marked", "inferred"; "?" for values this detnccl does
+// not know).
+std::vector<std::string> step_source_names(std::uint32_t sources);
+
+// Whether two logs' steps number the same iterations: their calls' steps come from the same source, or neither log
+// numbered steps (none, unknown). A job's own marks, the optimizer's and detnccl's inference may each count from
+// another start or another boundary.
+bool step_sources_comparable(std::uint32_t a, std::uint32_t b) noexcept;
+
 // Streams one rank's calls in file order. Communicator records are absorbed; each call carries its communicator.
 class RankLogStream {
  public:
@@ -81,6 +105,10 @@ class RankLogStream {
 
   // The log's header.
   const records::LogHeader& header() const noexcept { return reader_->header(); }
+
+  // Numbers the steps of the calls that follow as `numbering` says (nothing when numbering.infer is false). Call it
+  // before the first next().
+  void number_steps(const StepNumbering& numbering);
 
   // The next call; false at the end of what can be read (then end() says why).
   bool next(CallInRun& out);
@@ -110,6 +138,7 @@ class RankLogStream {
   std::unordered_map<std::uint64_t, std::size_t> by_ordinal_;  // ordinal -> index in communicators_
   std::unordered_map<std::uint64_t, Counters> counters_;       // per communicator ordinal
   std::uint64_t calls_read_ = 0;
+  std::unique_ptr<steps::StepInference> step_inference_;  // null: steps as written
 };
 
 // Whether a log end makes the log unusable (a corrupt record); torn tails and truncation markers do not.
@@ -118,7 +147,8 @@ bool log_end_is_unusable(const records::LogEnd& end) noexcept;
 // Whether a header setting cannot change any call's metadata or data, only what detnccl and NCCL print or what
 // detnccl fingerprints: the DETNCCL_* variables whose row in config/env_vars.h is marked diagnostic (DETNCCL_LOG_LEVEL,
 // DETNCCL_LOG_FILE, DETNCCL_PRINT_CONFIG, the fingerprinting level and windows: DETNCCL_TRACE, DETNCCL_STEPS,
-// DETNCCL_RANKS, DETNCCL_OPS, DETNCCL_MIN_BYTES, DETNCCL_SEGMENT_BYTES) and NCCL's debug output (NCCL_DEBUG,
+// DETNCCL_RANKS, DETNCCL_OPS, DETNCCL_MIN_BYTES, DETNCCL_SEGMENT_BYTES, and the step numbering:
+// DETNCCL_STEP_INFERENCE, DETNCCL_STEP_BOUNDARY) and NCCL's debug output (NCCL_DEBUG,
 // NCCL_DEBUG_FILE, NCCL_DEBUG_SUBSYS, NCCL_DEBUG_TIMESTAMP_FORMAT, NCCL_DEBUG_TIMESTAMP_LEVELS). Every other setting,
 // version and the world size can change results. diff and check report differences in these as notes, never as
 // divergences or findings.

@@ -32,7 +32,8 @@ void Volume::add(const Volume& other) noexcept {
   bytes_overflowed = bytes_overflowed || other.bytes_overflowed;
 }
 
-RunStats run_stats(const RunLogs& run, unsigned threads, std::atomic<std::size_t>* ranks_done) {
+RunStats run_stats(const RunLogs& run, unsigned threads, std::atomic<std::size_t>* ranks_done,
+                   const StepNumbering& numbering) {
   RunStats stats;
   try {
     if (!run.error.empty()) {
@@ -57,6 +58,7 @@ RunStats run_stats(const RunLogs& run, unsigned threads, std::atomic<std::size_t
               errors[i].clear();
             }
             if (!stream) return;
+            stream->number_steps(numbering);
             rank.world_size = stream->header().world_size;
             CallInRun call;
             std::map<std::uint64_t, CommunicatorStats>& mine = communicators[i];
@@ -72,6 +74,7 @@ RunStats run_stats(const RunLogs& run, unsigned threads, std::atomic<std::size_t
               rank.total.add(volume);
               rank.per_op[call.call.op].add(volume);
               widen(rank.first_step, rank.last_step, call.call.step);
+              rank.step_sources |= step_source_bit(call.call.step_source);
               CommunicatorStats& communicator = mine[call.communicator.id];
               communicator.id = call.communicator.id;
               communicator.nranks = nranks;
@@ -101,6 +104,7 @@ RunStats run_stats(const RunLogs& run, unsigned threads, std::atomic<std::size_t
       const RankStats& rank = stats.ranks[i];
       stats.total.add(rank.total);
       for (const auto& [op, volume] : rank.per_op) stats.per_op[op].add(volume);
+      stats.step_sources |= rank.step_sources;
       if (rank.first_step) widen(stats.first_step, stats.last_step, *rank.first_step);
       if (rank.last_step) widen(stats.first_step, stats.last_step, *rank.last_step);
       for (const auto& [id, communicator] : communicators[i]) {

@@ -35,6 +35,7 @@ struct RankStats {
   std::map<records::OpId, Volume> per_op;
   std::optional<std::uint64_t> first_step;
   std::optional<std::uint64_t> last_step;
+  std::uint32_t step_sources = 0;  // step_source_bit of each call's step source (run_logs.h)
   records::LogEndKind end = records::LogEndKind::kNotReached;
   std::string end_message;
   // The file holds no header (empty or zeros: its writer was killed before writing it): no records; end_message
@@ -62,11 +63,14 @@ struct RunStats {
   std::map<std::uint64_t, CommunicatorStats> per_communicator;  // by id
   std::optional<std::uint64_t> first_step;
   std::optional<std::uint64_t> last_step;
-  JobGroups jobs;  // mixed(): the logs come from more than one job (run_jobs.h)
+  std::uint32_t step_sources = 0;  // every rank's step_sources
+  JobGroups jobs;                  // mixed(): the logs come from more than one job (run_jobs.h)
 };
 
 // Reads every log of a run (ranks in parallel). Never throws.
-RunStats run_stats(const RunLogs& run, unsigned threads = 0, std::atomic<std::size_t>* ranks_done = nullptr);
+// `numbering` renumbers unmarked steps (--infer-steps).
+RunStats run_stats(const RunLogs& run, unsigned threads = 0, std::atomic<std::size_t>* ranks_done = nullptr,
+                   const StepNumbering& numbering = {});
 
 }  // namespace detnccl::analysis
 
