@@ -6,7 +6,7 @@
 // mutations start from logs the analysis understands. The logs are written to a private temporary directory, since
 // the analysis reads runs from files as the command does. Checked, beyond "no crash": the verdict is consistent
 // (an error, or ranks sorted and unique; "identical" means no divergence), and a run compared with itself is
-// identical unless it is unusable or undecided.
+// identical unless it is unusable or undecided, also with its steps numbered by --infer-steps.
 #include <unistd.h>
 
 #include <cstddef>
@@ -98,6 +98,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   options.from_step = 1;
   options.to_step = 2;
   check_diff(analysis::diff_runs(a, b, options));
+  // The step numbering of --infer-steps over whatever the logs hold: a run compared with itself still matches.
+  options = {};
+  options.threads = 1;
+  options.step_numbering.infer = true;
+  check_diff(analysis::diff_runs(a, b, options));
+  const analysis::RunDiff self_inferred = analysis::diff_runs(a, a, options);
+  check_diff(self_inferred);
+  if (self_inferred.error.empty() && !self_inferred.undecided) require(!self_inferred.first.has_value());
 
   analysis::CheckOptions check_options;
   check_options.threads = 1;

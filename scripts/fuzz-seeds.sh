@@ -15,7 +15,7 @@ build="${BUILD:-build/$preset}"
 if [[ -z "${BUILD:-}" ]]; then
   cmake --preset "$preset" >/dev/null
 fi
-[[ -n "${SKIP_BUILD:-}" ]] || cmake --build "$build" -j "$(nproc)" --target detnccl trace_job hostnccl-run >/dev/null
+[[ -n "${SKIP_BUILD:-}" ]] || cmake --build "$build" -j "$(nproc)" --target detnccl trace_job unmarked_job hostnccl-run >/dev/null
 
 shim="$(find "$build/lib" "$build/interpose" -name 'libdetnccl.so' 2>/dev/null | head -n1)"
 launcher="$(find "$build" -name hostnccl-run -type f -perm -u+x | head -n1)"
@@ -41,6 +41,14 @@ trace perturbed -- --perturb-rank 0 --perturb-step 0
 trace meta DETNCCL_TRACE=meta --
 trace segments DETNCCL_TRACE=segments DETNCCL_SEGMENT_BYTES=16K --
 trace killed -- --steps 3 --die-at-step 1
+# A job that marks no steps, numbered by the shim, and the same with no numbering (--infer-steps's input).
+unmarked() {
+  local run="$1"; shift
+  env HOSTNCCL_TIMEOUT_S=20 "$launcher" -n 2 --timeout 60 --grace 1 -- env LD_PRELOAD="$shim" DETNCCL_DIR="$work" \
+    DETNCCL_RUN="$run" DETNCCL_DETERMINISTIC=1 "$@" "$build/tests/unmarked_job" --iterations 5 >/dev/null 2>&1 || true
+}
+unmarked unmarked
+unmarked unnumbered DETNCCL_STEP_INFERENCE=off
 # The file size limit also bounds hostnccl's shared-memory segment (sized with ftruncate): keep it small.
 FSIZE_KIB=32 trace truncated HOSTNCCL_SLOT_BYTES=4096 HOSTNCCL_RING_BYTES=4096 DETNCCL_TRACE=segments \
   DETNCCL_SEGMENT_BYTES=16K -- --steps 30
@@ -77,6 +85,7 @@ pair identical hash hash
 pair perturbed hash perturbed
 pair killed hash killed
 pair meta-vs-hash meta hash
+pair unmarked-vs-unnumbered unmarked unnumbered
 
 # The configuration: the header's own configuration text of a real log, and lists exercising every variable.
 strings -n 8 "$work/segments/rank-00000.dnc" | grep '^DETNCCL_' >fuzz/corpus/config/from-log-header.txt || true
@@ -94,6 +103,8 @@ DETNCCL_LOG_FILE=/tmp/detnccl.log
 DETNCCL_PRINT_CONFIG=1
 DETNCCL_DETERMINISTIC=0
 DETNCCL_ALGO=auto
+DETNCCL_STEP_INFERENCE=calls
+DETNCCL_STEP_BOUNDARY=AllReduce,count=1,datatype=float32,comm=0,at=end
 NCCL_ALGO=Ring
 RANK=3
 WORLD_SIZE=16
@@ -102,7 +113,7 @@ TORCHELASTIC_RESTART_COUNT=2
 SLURM_JOB_ID=12345
 SLURM_STEP_ID=0
 SEED
-printf 'DETNCCL_STPES=1\nDETNCCL_TRACE=everything\nDETNCCL_SEGMENT_BYTES=99999999999999999999G\nDETNCCL_OPS=,,\n' \
+printf 'DETNCCL_STPES=1\nDETNCCL_TRACE=everything\nDETNCCL_SEGMENT_BYTES=99999999999999999999G\nDETNCCL_OPS=,,\nDETNCCL_STEP_BOUNDARY=Send,,count=x\n' \
   >fuzz/corpus/config/errors.txt
 printf '\0DETNCCL_DIR=/tmp/a\nb\0DETNCCL_RUN=x\0SLURM_PROCID=\xff\0' >fuzz/corpus/config/nul-separated.bin
 chmod 0644 fuzz/corpus/*/*

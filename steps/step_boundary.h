@@ -67,7 +67,7 @@ inline bool parse_unsigned(std::string_view text, std::uint64_t& out) noexcept {
 }  // namespace boundary_detail
 
 // Parses a boundary ("AllReduce,count=1,datatype=float32,at=end"); names and keys in any case. Returns the problem as
-// a phrase (nullopt on success); `out` is set only on success.
+// a phrase that never quotes the text (callers quote it, escaped); nullopt on success. `out` is set only on success.
 inline std::optional<std::string> parse_step_boundary(std::string_view text, StepBoundary& out) {
   using boundary_detail::same_ignoring_case;
   StepBoundary boundary;
@@ -80,11 +80,11 @@ inline std::optional<std::string> parse_step_boundary(std::string_view text, Ste
       for (const abi::TracedOpRow& row : abi::kTracedOps) {
         if (same_ignoring_case(part, row.name)) boundary.op = static_cast<std::uint16_t>(row.id);
       }
-      if (boundary.op == 0) return "'" + std::string(part.substr(0, 40)) + "' is not a traced operation";
+      if (boundary.op == 0) return std::string("it does not start with a traced operation");
       first = false;
     } else {
       const std::size_t equals = part.find('=');
-      if (equals == std::string_view::npos) return "'" + std::string(part.substr(0, 40)) + "' is not KEY=VALUE";
+      if (equals == std::string_view::npos) return std::string("a part after the operation is not KEY=VALUE");
       const std::string_view key = part.substr(0, equals);
       const std::string_view value = part.substr(equals + 1);
       std::uint64_t number = 0;
@@ -102,7 +102,7 @@ inline std::optional<std::string> parse_step_boundary(std::string_view text, Ste
             boundary.datatype = type;
           }
         }
-        if (!boundary.datatype) return "'" + std::string(value.substr(0, 40)) + "' is not a datatype name";
+        if (!boundary.datatype) return std::string("datatype= names no datatype");
       } else if (same_ignoring_case(key, "at")) {
         if (same_ignoring_case(value, "start")) {
           boundary.side = BoundarySide::kStart;
@@ -112,7 +112,7 @@ inline std::optional<std::string> parse_step_boundary(std::string_view text, Ste
           return std::string("at= takes start or end");
         }
       } else {
-        return "an unknown key '" + std::string(key.substr(0, 40)) + "' (count, datatype, comm or at)";
+        return std::string("an unknown key (the keys are count, datatype, comm and at)");
       }
     }
     if (comma == std::string_view::npos) break;

@@ -478,8 +478,10 @@ TEST(FaultConfiguration, AnUnopenableLogFileKeepsTheRequestedLevel) {
                                          2, 2, 64);
   EXPECT_EQ(off.exit_code, 0) << off.output;
   EXPECT_EQ(off.output.find("[detnccl"), std::string::npos) << off.output;
-  const ProcessOutcome warned =
-      threads_job(scratch, {"DETNCCL_DIR=" + scratch / "logs", "DETNCCL_RUN=warn", "DETNCCL_STEPS=2-3"}, 2, 2, 64);
+  const ProcessOutcome warned = threads_job(
+      scratch,
+      {"DETNCCL_DIR=" + scratch / "logs", "DETNCCL_RUN=warn", "DETNCCL_STEPS=2-3", "DETNCCL_STEP_INFERENCE=off"}, 2, 2,
+      64);
   EXPECT_NE(warned.output.find("DETNCCL_STEPS is set but every call was at step 0"), std::string::npos)
       << "the warning exists: " << warned.output;
   EXPECT_FALSE(fs::exists(scratch / "no")) << "no directory is created for the log file";
