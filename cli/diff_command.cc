@@ -54,6 +54,13 @@ std::string step_source_text(const CallDivergence& d) {
   return " (" + std::string(records::step_source_name(source)) + ")";
 }
 
+// What differs in a step by its digests: "input" (the calls' metadata or inputs), "output" (only their results and
+// outputs), "missing" (one run has no digest for the step).
+std::string step_kind(const analysis::StepDivergence& s) {
+  if (!s.in_a || !s.in_b) return "missing";
+  return s.input_differs ? "input" : "output";
+}
+
 json divergence_json(const CallDivergence& d) {
   const CallSide& side = d.present_side();
   json out = {{"kind", analysis::divergence_kind_name(d.kind)},
@@ -183,6 +190,8 @@ void print_first(const Style& style, const CallDivergence& d) {
   }
 }
 
+void print_rank_table(const DiffCommandOptions& options, const RunDiff& diff, const Style& style);
+
 void print_text(const DiffCommandOptions& options, const RunDiff& diff) {
   const Style style = Style::for_stdout();
   std::uint64_t matching = 0, differing = 0, unverified = 0, missing = 0;
@@ -200,10 +209,19 @@ void print_text(const DiffCommandOptions& options, const RunDiff& diff) {
     if (diff.metadata_only()) {
       std::cout << style.good("IDENTICAL METADATA") << ": " << scope << ", " << unverified
                 << " calls with equal metadata; no fingerprints to compare their contents\n";
+    } else if (matching == 0 && unverified == 0 && diff.steps_matching > 0) {
+      std::cout << style.good("IDENTICAL") << ": " << scope << ", " << diff.steps_matching
+                << " step digests match (DETNCCL_TRACE=steps: fingerprints of every call folded per communicator "
+                   "and step)\n";
     } else {
       std::cout << style.good("IDENTICAL") << ": " << scope << ", " << matching << " calls match by fingerprint"
                 << (unverified > 0 ? ", " + std::to_string(unverified) + " more by metadata only" : "") << "\n";
     }
+  } else if (!diff.first && diff.first_step) {
+    const analysis::StepDivergence& s = *diff.first_step;
+    std::cout << style.bad("DIVERGED") << ": first divergence at step " << s.step << " on rank " << s.rank
+              << ", communicator " << s.comm_ordinal << ": " << style.bold(step_kind(s)) << " ("
+              << analysis::divergence_role_name(s.role) << ")\n";
   } else if (diff.first) {
     const CallDivergence& d = *diff.first;
     std::cout << style.bad("DIVERGED") << ": first divergence at step " << d.step() << step_source_text(d)
@@ -233,6 +251,21 @@ void print_text(const DiffCommandOptions& options, const RunDiff& diff) {
       std::cout << "\n";
     }
   }
+  if (!diff.first && diff.first_step) {
+    const analysis::StepDivergence& s = *diff.first_step;
+    std::cout << "\n" << style.bold("First divergence") << ": rank " << s.rank << ", step " << s.step
+              << ", step digest\n";
+    std::cout << "  communicator  " << s.comm_ordinal << " (id " << hex(s.comm_id) << ")\n";
+    const auto side = [](bool present, const records::StepDigestRecord& digest) {
+      return present ? std::to_string(digest.calls) + (digest.calls == 1 ? " call" : " calls") + ", inputs " +
+                           hex(digest.input_digest) + ", outputs " + hex(digest.output_digest)
+                     : std::string("no digest (its log ends before this step, or it made no call here)");
+    };
+    std::cout << "  run A         " << side(s.in_a, s.a) << "\n";
+    std::cout << "  run B         " << side(s.in_b, s.b) << "\n";
+    std::cout << "  ranks         first differing at this step: " << diff.first_step_ranks.size() << "\n";
+    std::cout << "  trace it      " << analysis::rerun_settings(diff) << "\n";
+  }
   if (!diff.receivers.empty()) {
     std::cout << "\n" << style.bold("Receivers") << " (ranks whose first difference came from another rank)\n";
     const std::size_t shown =
@@ -253,6 +286,42 @@ void print_text(const DiffCommandOptions& options, const RunDiff& diff) {
     }
   }
 
+  // Logs of step digests only (DETNCCL_TRACE=steps): each rank's first differing step instead of calls.
+  const bool digests_only = std::all_of(diff.ranks.begin(), diff.ranks.end(), [](const RankDiff& rank) {
+    return rank.calls_a == 0 && rank.calls_b == 0;
+  }) && (diff.steps_matching > 0 || diff.first_step);
+  if (digests_only) {
+    std::cout << "\n" << style.bold("Per rank") << " (first differing step by digest)\n";
+    std::size_t listed = 0;
+    for (const RankDiff& rank : diff.ranks) {
+      if (!rank.first_step) continue;
+      if (!options.verbose && listed == kRanksShown) {
+        std::cout << "  ... more (--verbose lists all)\n";
+        break;
+      }
+      ++listed;
+      std::cout << "  rank " << rank.rank << ": step " << rank.first_step->step << ", communicator "
+                << rank.first_step->comm_ordinal << " (" << rank.steps_matching << " digests equal before)\n";
+    }
+    if (listed == 0) std::cout << "  every rank's digests are equal\n";
+  } else {
+    print_rank_table(options, diff, style);
+  }
+  if (!diff.notes.empty()) {
+    std::cout << "\n" << style.bold("Notes") << "\n";
+    for (const std::string& note : diff.notes) std::cout << "  " << note << "\n";
+  }
+}
+
+// The per-rank table: diverging ranks first (by their first divergence), then the rest.
+void print_rank_table(const DiffCommandOptions& options, const RunDiff& diff, const Style& style) {
+  std::uint64_t matching = 0, differing = 0, unverified = 0, missing = 0;
+  for (const RankDiff& rank : diff.ranks) {
+    matching += rank.matching;
+    differing += rank.differing;
+    unverified += rank.unverified;
+    missing += rank.missing_in_a + rank.missing_in_b;
+  }
   // Per-rank table: diverging ranks first (by their first divergence), then the rest.
   std::vector<const RankDiff*> rows;
   for (const RankDiff& rank : diff.ranks) rows.push_back(&rank);
@@ -290,10 +359,6 @@ void print_text(const DiffCommandOptions& options, const RunDiff& diff) {
   }
   std::cout << "  total: " << matching << " matching, " << differing << " differing, " << unverified << " unverified, "
             << missing << " missing\n";
-  if (!diff.notes.empty()) {
-    std::cout << "\n" << style.bold("Notes") << "\n";
-    for (const std::string& note : diff.notes) std::cout << "  " << note << "\n";
-  }
 }
 
 }  // namespace
@@ -343,6 +408,27 @@ int diff_command(const DiffCommandOptions& options) {
       out["step_sources"] = {{"a", analysis::step_source_names(diff.step_sources_a)},
                              {"b", analysis::step_source_names(diff.step_sources_b)}};
       out["steps_comparable"] = diff.steps_comparable;
+      out["steps_matching"] = diff.steps_matching;
+      if (diff.first_step) {
+        const analysis::StepDivergence& s = *diff.first_step;
+        json step = {{"rank", s.rank},
+                     {"step", s.step},
+                     {"kind", step_kind(s)},
+                     {"role", analysis::divergence_role_name(s.role)},
+                     {"comm_ordinal", s.comm_ordinal},
+                     {"comm_id", hex(s.comm_id)},
+                     {"in_a", s.in_a},
+                     {"in_b", s.in_b},
+                     {"calls_a", s.calls_a},
+                     {"calls_b", s.calls_b},
+                     {"input_differs", s.input_differs},
+                     {"output_differs", s.output_differs}};
+        out["first_step_divergence"] = step;
+        out["first_step_ranks"] = diff.first_step_ranks;
+        out["rerun"] = analysis::rerun_settings(diff);
+      } else {
+        out["first_step_divergence"] = nullptr;
+      }
     }
     std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
   } else if (diff.error.empty()) {

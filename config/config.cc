@@ -160,7 +160,7 @@ std::optional<std::string_view> feature_off(Refines refines, const Config& confi
       needed = TraceLevel::kMeta;
       break;
     case Refines::kFingerprints:
-      needed = TraceLevel::kHash;
+      needed = TraceLevel::kSteps;
       break;
     case Refines::kSegments:
       needed = TraceLevel::kSegments;
@@ -302,7 +302,7 @@ void parse_into(std::span<const std::string_view> environment, Config& config, s
 
   // A rank window is checked against the job's size when the launcher tells it (WORLD_SIZE, ...): a window that
   // holds no rank of the job fingerprints nothing, and `detnccl diff` would then compare metadata only.
-  if (config.trace >= TraceLevel::kHash) {
+  if (config.trace >= TraceLevel::kSteps) {
     if (const auto world = world_size_from_environment(environment)) {
       if (auto problem = rank_window_problem(config, *world)) errors.push_back({"DETNCCL_RANKS", std::move(*problem)});
     }

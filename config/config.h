@@ -97,8 +97,10 @@ std::optional<TracedOp> traced_op_from_name(std::string_view name) noexcept;
 // ---------------------------------------------------------------------------------------------------------------
 // Value types
 
-// DETNCCL_TRACE: how much each call record holds. Ordered: each level includes the one before.
-enum class TraceLevel : std::uint8_t { kOff, kMeta, kHash, kSegments };
+// DETNCCL_TRACE: what the log holds. Ordered by what is computed: meta records calls without fingerprints; steps
+// fingerprints them like hash but writes only each step's digests per communicator (records/step_digest.h), no call
+// records; hash writes call records with fingerprints, segments adds per-segment digests.
+enum class TraceLevel : std::uint8_t { kOff, kMeta, kSteps, kHash, kSegments };
 
 // DETNCCL_LOG_LEVEL, in increasing severity (the names match spdlog's levels).
 enum class LogLevel : std::uint8_t { kTrace, kDebug, kInfo, kWarn, kError, kOff };
@@ -209,11 +211,14 @@ struct Config {
   // Whether logs are written at all.
   bool tracing() const noexcept { return trace != TraceLevel::kOff; }
 
+  // Whether call records are written (every level but off and steps).
+  bool call_records() const noexcept { return trace != TraceLevel::kOff && trace != TraceLevel::kSteps; }
+
   // Whether one call's buffers are fingerprinted: tracing at hash level or above, and the call inside every window
   // (step, global rank, operation, bytes moved). Calls outside still get a record, so sequence numbers stay aligned
   // between runs with different windows.
   bool fingerprints(std::uint64_t step, std::uint64_t global_rank, TracedOp op, std::uint64_t bytes) const noexcept {
-    return trace >= TraceLevel::kHash && bytes >= min_bytes && ops.contains(op) && steps.contains(step) &&
+    return trace >= TraceLevel::kSteps && bytes >= min_bytes && ops.contains(op) && steps.contains(step) &&
            ranks.contains(global_rank);
   }
 

@@ -49,7 +49,8 @@
     "Name of this run: the directory under DETNCCL_DIR; two runs never share one.")                                  \
   X(kTrace, "DETNCCL_TRACE", trace_level, trace, kNothing, diagnostic, "hash when DETNCCL_DIR is set, else off",     \
     kinds::trace_level::kAccepted,                                                                                   \
-    "What each call record holds: nothing, metadata only, plus buffer fingerprints, plus per-segment digests.")      \
+    "What the log holds: nothing; call metadata; only a digest per communicator and step (fingerprints included: "   \
+    "the broad trace); call records with buffer fingerprints; plus per-segment digests.")      \
   X(kSegmentBytes, "DETNCCL_SEGMENT_BYTES", segment_size, segment_bytes, kSegments, diagnostic, "1M",                \
     "a multiple of 16K from 16K to 1G (decimal with optional K, M or G suffix, powers of 1024)",                     \
     "Segment size for DETNCCL_TRACE=segments: one digest per segment of each buffer.")                               \

@@ -149,9 +149,10 @@ Problem parse_choice(std::string_view text, const std::array<std::pair<std::stri
   return std::string("not one of the accepted values");
 }
 
-inline constexpr std::array<std::pair<std::string_view, TraceLevel>, 4> kTraceLevels = {
+inline constexpr std::array<std::pair<std::string_view, TraceLevel>, 5> kTraceLevels = {
     {{"off", TraceLevel::kOff},
      {"meta", TraceLevel::kMeta},
+     {"steps", TraceLevel::kSteps},
      {"hash", TraceLevel::kHash},
      {"segments", TraceLevel::kSegments}}};
 inline constexpr std::array<std::pair<std::string_view, LogLevel>, 6> kLogLevels = {{{"trace", LogLevel::kTrace},

@@ -64,7 +64,7 @@ void create_writer(Process& process, const Communicator& first) {
   header.world_size = world ? *world : first.nranks;
   // Without a launcher's world size the start-up check could not tell whether DETNCCL_RANKS selects a rank of this
   // job; the first communicator's size is only a guess at it, so this is a warning.
-  if (!world && process.config.trace >= config::TraceLevel::kHash) {
+  if (!world && process.config.trace >= config::TraceLevel::kSteps) {
     if (auto problem = config::rank_window_problem(process.config, header.world_size)) {
       log_warning("no launcher variable gives the world size; if it is the first communicator's: " + *problem);
     }
@@ -84,6 +84,7 @@ void create_writer(Process& process, const Communicator& first) {
   process.log.global_rank = header.rank;
   set_log_rank(header.rank);
   records::WriterOptions options;
+  options.write_calls = process.config.call_records();  // DETNCCL_TRACE=steps: digests only
   // The writer's message already says that tracing stopped and that the log is marked truncated.
   options.on_stop = [](std::string_view message) { log_warning(message); };
   records::CreatedWriter created = records::RecordWriter::create(

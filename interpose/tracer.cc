@@ -230,7 +230,7 @@ void set_optimizer_step(std::uint64_t step) noexcept {
 std::string step_window_warning(Process& process) {
   const config::Config& config = process.config;
   // RATIONALE: a job that marks its steps chose them (all of them 0, perhaps): nothing to say.
-  if (config.trace < config::TraceLevel::kHash || config.steps.is_everything() || g_step_marked.load() ||
+  if (config.trace < config::TraceLevel::kSteps || config.steps.is_everything() || g_step_marked.load() ||
       g_highest_step.load(std::memory_order_relaxed) != 0) {
     return {};
   }

@@ -141,6 +141,7 @@ enum class RecordType : std::uint16_t {
   kCall = 2,          // one NCCL call: CallRecord
   kTruncated = 3,     // tracing stopped early (disk full, write error): TruncationRecord; nothing follows
   kEnd = 4,           // the writer closed the log cleanly: EndRecord; nothing follows
+  kStepDigest = 5,    // one communicator's calls of one step, folded into a digest: StepDigestRecord (version 2)
 };
 
 // The checksum of a record: XXH3-64 of the payload (padding included), seeded with length, type and fixed_bytes.
@@ -160,6 +161,8 @@ constexpr std::uint32_t version_1_fixed_bytes(RecordType type) noexcept {
       return 16;
     case RecordType::kEnd:
       return 16;
+    case RecordType::kStepDigest:
+      return 40;  // new in version 2: the least a record may state
   }
   return 0;
 }
@@ -324,6 +327,24 @@ struct CallRecord : CallFields {
   std::span<const std::uint64_t> input_segments;
   std::span<const std::uint64_t> output_segments;
 };
+
+// RecordType::kStepDigest payload, exactly as on disk: what `detnccl diff` compares of one communicator's calls in
+// one step (records/step_digest.h says which fields), folded in log order into two 64-bit digests: what went into
+// the calls (metadata and input fingerprints) and what came out (results and output fingerprints), so that a step
+// whose inputs already differed (a receiver, or the compute before the call) is told from one whose inputs matched. Written when the
+// process's step moves on, and at close, after the last call it covers (and before the first call of the next
+// step); a log cut short by a crash lacks its last step's digests (a reader recomputes them from the call records
+// when the log has them). Version 2 added the type: older readers skip it as unknown.
+struct StepDigestRecord {
+  std::uint64_t comm_ordinal = 0;  // CommunicatorRecord::ordinal
+  std::uint64_t step = 0;
+  std::uint64_t calls = 0;          // call records folded in (at least 1)
+  std::uint64_t input_digest = 0;   // step_digest.h: fold_call_input over them, in log order, from kStepDigestSeed
+  std::uint64_t output_digest = 0;  // fold_call_output, likewise
+  friend bool operator==(const StepDigestRecord&, const StepDigestRecord&) = default;
+};
+// 56 bytes framed: the broad trace costs under 64 bytes per communicator and step.
+static_assert(sizeof(StepDigestRecord) == 40);  // fields appended later go after output_digest
 
 // Why tracing stopped early.
 enum class TruncationReason : std::uint32_t {

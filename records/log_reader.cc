@@ -269,7 +269,7 @@ std::optional<bool> LogReader::decode(std::uint64_t at, const RecordFrame& frame
     return finish(LogEndKind::kCorrupt, at, "corrupt record " + at_offset(at) + ": " + problem);
   }
   const auto n_records = [this] {
-    const std::uint64_t n = records_read_ + unknown_skipped_;
+    const std::uint64_t n = records_read_ + unknown_skipped_ + step_digests_kept_;
     return std::to_string(n) + (n == 1 ? " record" : " records");
   };
   // What follows a fixed part starts at fixed_bytes, whatever the size of the fixed part this reader knows.
@@ -310,6 +310,25 @@ std::optional<bool> LogReader::decode(std::uint64_t at, const RecordFrame& frame
       ++records_read_;
       return true;
     }
+    case RecordType::kStepDigest: {
+      if (payload_bytes < fixed_bytes) {
+        return finish(LogEndKind::kCorrupt, at, "corrupt step digest record " + at_offset(at) + ": too short");
+      }
+      const auto digest = read_fixed_part<StepDigestRecord>(payload, fixed_bytes);
+      if (return_step_digests_) {
+        record.offset = at;
+        record.record = digest;
+        ++records_read_;
+        return true;
+      }
+      try {
+        step_digests_.push_back(digest);
+      } catch (...) {
+        return finish(LogEndKind::kCorrupt, at, "out of memory keeping the step digest " + at_offset(at));
+      }
+      ++step_digests_kept_;
+      return std::nullopt;
+    }
     case RecordType::kTruncated: {
       const auto fields =
           payload_bytes >= fixed_bytes ? read_fixed_part<TruncationFields>(payload, fixed_bytes) : TruncationFields{};
@@ -325,10 +344,11 @@ std::optional<bool> LogReader::decode(std::uint64_t at, const RecordFrame& frame
     case RecordType::kEnd: {
       if (payload_bytes < fixed_bytes) return finish(LogEndKind::kCorrupt, at, "corrupt end marker " + at_offset(at));
       end_.end_marker = read_fixed_part<EndRecord>(payload, fixed_bytes);
-      if (end_.end_marker.records_written != records_read_ + unknown_skipped_) {
+      if (end_.end_marker.records_written != records_read_ + unknown_skipped_ + step_digests_kept_) {
         return finish(LogEndKind::kCorrupt, at,
                       "the end marker " + at_offset(at) + " counts " + std::to_string(end_.end_marker.records_written) +
-                          " records, but " + std::to_string(records_read_ + unknown_skipped_) + " were read");
+                          " records, but " + std::to_string(records_read_ + unknown_skipped_ + step_digests_kept_) +
+                          " were read");
       }
       return finish(LogEndKind::kClosed, at, "the log was closed cleanly after " + n_records());
     }
@@ -345,13 +365,13 @@ bool LogReader::next(LogRecord& record) noexcept {
       const std::uint64_t left = size_ - at;
       // "1 record", "2 records".
       const auto n_records = [this] {
-        const std::uint64_t n = records_read_ + unknown_skipped_;
+        const std::uint64_t n = records_read_ + unknown_skipped_ + step_digests_kept_;
         return std::to_string(n) + (n == 1 ? " record" : " records");
       };
       // "the 1 record before it is complete", "the 2 records before it are complete".
       const auto before = [this, &n_records] {
-        return n_records() +
-               (records_read_ + unknown_skipped_ == 1 ? " before it is complete" : " before it are complete");
+        return n_records() + (records_read_ + unknown_skipped_ + step_digests_kept_ == 1 ? " before it is complete"
+                                                                                         : " before it are complete");
       };
       if (left == 0 || (left < sizeof(RecordFrame) && zeros_from(at))) {
         return finish(LogEndKind::kTornTail, at,

@@ -50,7 +50,8 @@ struct LogEnd {
 // One record as next() hands it out.
 struct LogRecord {
   std::uint64_t offset = 0;  // byte offset of the record in the file
-  std::variant<CommunicatorRecord, CallRecord> record;
+  // StepDigestRecord only when the reader was asked for them (LogReader::return_step_digests).
+  std::variant<CommunicatorRecord, CallRecord, StepDigestRecord> record;
 };
 
 class LogReader;
@@ -96,6 +97,13 @@ class LogReader {
   // Why next() returned false (kNotReached before that).
   const LogEnd& end() const noexcept { return end_; }
 
+  // Whether next() hands out step digest records too. By default it does not: it keeps them, in log order, in
+  // step_digests() (so that readers of calls need not know the type).
+  void return_step_digests(bool returned) noexcept { return_step_digests_ = returned; }
+
+  // The step digest records read so far and not handed out.
+  const std::vector<StepDigestRecord>& step_digests() const noexcept { return step_digests_; }
+
   // Records handed out by next() so far.
   std::uint64_t records_read() const noexcept { return records_read_; }
 
@@ -128,6 +136,9 @@ class LogReader {
   void* mapping_ = nullptr;          // when reading a file
   std::uint64_t released_ = 0;       // mapped bytes before this offset were given back (a multiple of the page size)
   std::vector<std::uint64_t> copy_;  // when reading bytes: aligned storage
+  bool return_step_digests_ = false;
+  std::vector<StepDigestRecord> step_digests_;  // kept, not handed out
+  std::uint64_t step_digests_kept_ = 0;
   LogHeader header_;
   bool no_header_ = false;
   std::uint64_t position_ = 0;

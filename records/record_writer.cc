@@ -521,7 +521,15 @@ AppendStatus RecordWriter::append(const CallRecord& record) noexcept {
   {
     std::lock_guard lock(mutex_);
     if (stopped_.load(std::memory_order_relaxed)) return AppendStatus::kStopped;
-    if (reserve(length)) {
+    // RATIONALE: the digests of a step that ended go before the first call of the next one, so that a reader meets
+    // each step's digests once all of its calls are behind it.
+    try {
+      step_digester_.add(fields, ended_steps_);
+    } catch (...) {
+      ended_steps_.clear();  // out of memory: this step's digest is not written (a reader recomputes it)
+    }
+    if (put_ended_steps() && !options_.write_calls) return status;
+    if (!stopped_.load(std::memory_order_relaxed) && reserve(length)) {
       put_record(RecordType::kCall, &fields, sizeof(fields), arrays, length);
       ++records_;
       appended = true;
@@ -545,6 +553,14 @@ void RecordWriter::close() noexcept {
   if (closed_) return;
   closed_ = true;
   if (map_ != nullptr && !stopped_.load(std::memory_order_relaxed)) {
+    try {
+      step_digester_.finish(ended_steps_);
+    } catch (...) {
+      ended_steps_.clear();
+    }
+    put_ended_steps();
+  }
+  if (map_ != nullptr && !stopped_.load(std::memory_order_relaxed)) {
     const EndRecord end{records_, wall_clock_ns()};
     constexpr auto kLength = static_cast<std::uint32_t>(sizeof(RecordFrame) + sizeof(EndRecord));
     put_record(RecordType::kEnd, &end, sizeof(end), {}, kLength);  // fits in the marker reserve
@@ -560,6 +576,17 @@ void RecordWriter::close() noexcept {
     ::close(fd_);
     fd_ = -1;
   }
+}
+
+bool RecordWriter::put_ended_steps() noexcept {
+  constexpr auto kLength = static_cast<std::uint32_t>(sizeof(RecordFrame) + sizeof(StepDigestRecord));
+  for (const StepDigestRecord& digest : ended_steps_) {
+    if (stopped_.load(std::memory_order_relaxed) || !reserve(kLength)) break;
+    put_record(RecordType::kStepDigest, &digest, sizeof(digest), {}, kLength);
+    ++records_;
+  }
+  ended_steps_.clear();
+  return !stopped_.load(std::memory_order_relaxed);
 }
 
 void RecordWriter::detach_after_fork() noexcept {

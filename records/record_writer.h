@@ -31,6 +31,7 @@
 #include <string_view>
 
 #include "records/log_format.h"
+#include "records/step_digest.h"
 
 namespace detnccl::records {
 
@@ -74,6 +75,9 @@ struct WriterOptions {
   // append_hook_context. Null in production, where it costs one predictable branch per point.
   AppendHook append_hook = nullptr;
   void* append_hook_context = nullptr;
+  // Whether call records are written. Either way every call is folded into its step's digest (step_digest.h), and a
+  // StepDigestRecord per communicator is written when the step ends and at close; false is DETNCCL_TRACE=steps.
+  bool write_calls = true;
 };
 
 // What an append did.
@@ -182,6 +186,10 @@ class RecordWriter {
   // Pages before this offset were populated ahead of used_; UINT64_MAX when populating is off or was refused.
   std::uint64_t populated_ = 0;
   std::uint64_t records_ = 0;
+  StepDigester step_digester_;                   // guarded by mutex_
+  std::vector<StepDigestRecord> ended_steps_;    // guarded by mutex_: digests to write, reused
+  // Writes the digests of ended_steps_ and clears it; false when tracing stopped. Caller holds mutex_.
+  bool put_ended_steps() noexcept;
   std::string path_;
   std::string stop_reason_;
   WriterOptions options_;

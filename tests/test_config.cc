@@ -92,6 +92,7 @@ TEST(ParseConfig, DirTurnsTracingOnAtHashLevel) {
 TEST(ParseConfig, TraceLevels) {
   const std::pair<std::string_view, TraceLevel> cases[] = {{"off", TraceLevel::kOff},
                                                            {"meta", TraceLevel::kMeta},
+                                                           {"Steps", TraceLevel::kSteps},
                                                            {"HASH", TraceLevel::kHash},
                                                            {"Segments", TraceLevel::kSegments}};
   for (const auto& [text, level] : cases) {
@@ -103,7 +104,7 @@ TEST(ParseConfig, TraceLevels) {
   const ConfigError bad = single_error(parse({"DETNCCL_DIR=/d", "DETNCCL_TRACE=hsah"}));
   EXPECT_EQ(bad.variable, "DETNCCL_TRACE");
   EXPECT_NE(bad.message.find("DETNCCL_TRACE=\"hsah\""), std::string::npos) << bad.message;
-  EXPECT_NE(bad.message.find("off, meta, hash or segments"), std::string::npos) << bad.message;
+  EXPECT_NE(bad.message.find("off, meta, steps, hash or segments"), std::string::npos) << bad.message;
 }
 
 TEST(ParseConfig, TracingWithoutDirIsAnError) {

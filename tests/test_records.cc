@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <optional>
 #include <random>
@@ -33,6 +34,7 @@
 #include "records/log_format.h"
 #include "records/log_reader.h"
 #include "records/record_writer.h"
+#include "records/step_digest.h"
 
 namespace detnccl::records {
 namespace {
@@ -160,7 +162,8 @@ CommunicatorRecord make_communicator(std::uint64_t ordinal) {
 }
 
 struct ReadLog {
-  std::vector<LogRecord> records;
+  std::vector<LogRecord> records;  // communicators and calls
+  std::vector<StepDigestRecord> digests;
   LogEnd end;
   std::uint64_t unknown = 0;
 };
@@ -169,9 +172,33 @@ ReadLog read_all(LogReader& reader) {
   ReadLog log;
   LogRecord record;
   while (reader.next(record)) log.records.push_back(record);
+  log.digests = reader.step_digests();
   log.end = reader.end();
   log.unknown = reader.unknown_records_skipped();
   return log;
+}
+
+// The step digests a writer owes the calls make_call(0 .. calls-1), in log order, computed here per (step,
+// communicator) with fold_call; `before_close` leaves out the last step's, which only close() writes.
+std::vector<StepDigestRecord> expected_digests(std::uint64_t calls, bool before_close) {
+  std::vector<StepDigestRecord> out;
+  std::map<std::uint64_t, StepDigestRecord> open;
+  const auto end_step = [&] {
+    for (const auto& [ordinal, digest] : open) out.push_back(digest);
+    open.clear();
+  };
+  for (std::uint64_t i = 0; i < calls; ++i) {
+    CallArrays arrays;
+    const CallRecord call = make_call(i, arrays);
+    if (i > 0 && call.step != make_call(i - 1, arrays).step) end_step();
+    StepDigestRecord& digest = open[call.comm_ordinal];
+    if (digest.calls == 0) digest = {call.comm_ordinal, call.step, 0, kStepDigestSeed, kStepDigestSeed};
+    digest.input_digest = fold_call_input(digest.input_digest, call);
+    digest.output_digest = fold_call_output(digest.output_digest, call);
+    ++digest.calls;
+  }
+  if (!before_close) end_step();
+  return out;
 }
 
 std::vector<std::byte> file_bytes(const std::string& path) {
@@ -265,8 +292,14 @@ TEST(RecordWriter, RoundTripOfEveryRecordType) {
     EXPECT_EQ(writer.append(make_call(i, arrays)), AppendStatus::kOk);
   }
   writer.flush();
-  EXPECT_EQ(writer.records_written(), kCalls + 3);
+  // 20 steps of 10 calls over 3 communicators: 3 digests each, the last step's written at close.
+  const std::vector<StepDigestRecord> digests = expected_digests(kCalls, /*before_close=*/false);
+  const std::uint64_t digests_before_close = expected_digests(kCalls, /*before_close=*/true).size();
+  ASSERT_EQ(digests.size(), 60u);
+  ASSERT_EQ(digests_before_close, 57u);
+  EXPECT_EQ(writer.records_written(), kCalls + 3 + digests_before_close);
   const std::uint64_t used_before_close = writer.bytes_used();
+  constexpr std::uint64_t kDigestRecordBytes = sizeof(RecordFrame) + sizeof(StepDigestRecord);
   writer.close();
   writer.close();  // idempotent
   CallArrays arrays;
@@ -276,7 +309,9 @@ TEST(RecordWriter, RoundTripOfEveryRecordType) {
   struct stat file_stat {};
   ASSERT_EQ(stat(writer.path().c_str(), &file_stat), 0);
   EXPECT_EQ(file_stat.st_mode & 0777, 0600u);
-  EXPECT_EQ(static_cast<std::uint64_t>(file_stat.st_size), used_before_close + 32) << "cut to its end marker";
+  EXPECT_EQ(static_cast<std::uint64_t>(file_stat.st_size),
+            used_before_close + (digests.size() - digests_before_close) * kDigestRecordBytes + 32)
+      << "the last step's digests, then cut to its end marker";
   struct stat dir_stat {};
   ASSERT_EQ(stat((location.dir + "/run-a").c_str(), &dir_stat), 0);
   EXPECT_EQ(dir_stat.st_mode & 0777, 0700u);
@@ -315,9 +350,107 @@ TEST(RecordWriter, RoundTripOfEveryRecordType) {
   }
   for (std::uint64_t i = 0; i < kCalls; ++i) EXPECT_TRUE(is_call(log.records[3 + i], i));
   EXPECT_EQ(log.end.kind, LogEndKind::kClosed) << log.end.message;
-  EXPECT_EQ(log.end.end_marker.records_written, kCalls + 3);
+  EXPECT_EQ(log.end.end_marker.records_written, kCalls + 3 + digests.size());
   EXPECT_GT(log.end.end_marker.end_time_ns, 0u);
-  EXPECT_EQ(log.end.offset, used_before_close);
+  EXPECT_EQ(log.end.offset, used_before_close + (digests.size() - digests_before_close) * kDigestRecordBytes);
+  EXPECT_EQ(log.digests, digests);
+
+  // Asked for them, the reader hands the digests out in place: each step's after its last call, before the next
+  // step's first.
+  OpenedLog again = LogReader::open_file(writer.path());
+  ASSERT_TRUE(again.reader) << again.error;
+  again.reader->return_step_digests(true);
+  LogRecord record;
+  std::uint64_t calls_seen = 0;
+  std::size_t digests_seen = 0;
+  std::uint64_t last_call_step = 0;
+  while (again.reader->next(record)) {
+    if (const auto* call = std::get_if<CallRecord>(&record.record)) {
+      EXPECT_TRUE(calls_seen == 0 || digests_seen == 3 * call->step) << "call " << call->seq;
+      last_call_step = call->step;
+      ++calls_seen;
+    } else if (const auto* digest = std::get_if<StepDigestRecord>(&record.record)) {
+      ASSERT_LT(digests_seen, digests.size());
+      EXPECT_EQ(*digest, digests[digests_seen]);
+      EXPECT_EQ(digest->step, last_call_step) << "a step's digests come right after its calls";
+      ++digests_seen;
+    }
+  }
+  EXPECT_EQ(calls_seen, kCalls);
+  EXPECT_EQ(digests_seen, digests.size());
+  EXPECT_TRUE(again.reader->step_digests().empty()) << "handed out, not kept";
+}
+
+// The digests fold exactly what diff compares, each field into its side (what went in, what came out); nothing else
+// changes them.
+TEST(StepDigest, FoldsWhatDiffComparesAndNothingElse) {
+  CallArrays arrays;
+  const CallRecord base = make_call(14, arrays);  // both fingerprints and a PreMulSum scalar recorded
+  ASSERT_TRUE(base.flags & kCallPreMulSumScalar);
+  ASSERT_EQ(base.result, 0);
+  const auto digests = [](const CallFields& call) {
+    return std::pair{fold_call_input(kStepDigestSeed, call), fold_call_output(kStepDigestSeed, call)};
+  };
+  const auto [input, output] = digests(base);
+  enum Changes { kNeither, kInput, kOutput };
+  const auto changes = [&](auto change) {
+    CallFields call = base;
+    change(call);
+    const auto [i, o] = digests(call);
+    EXPECT_FALSE(i != input && o != output) << "one side only";
+    return i != input ? kInput : o != output ? kOutput : kNeither;
+  };
+  EXPECT_EQ(changes([](CallFields& c) { c.op = OpId::kBroadcast; }), kInput);
+  EXPECT_EQ(changes([](CallFields& c) { c.count += 1; }), kInput);
+  EXPECT_EQ(changes([](CallFields& c) { c.datatype ^= 1; }), kInput);
+  EXPECT_EQ(changes([](CallFields& c) { c.redop += 1; }), kInput);
+  EXPECT_EQ(changes([](CallFields& c) { c.peer += 1; }), kInput);
+  EXPECT_EQ(changes([](CallFields& c) { c.premulsum_scalar ^= 1; }), kInput);
+  EXPECT_EQ(changes([](CallFields& c) { c.input_fingerprint ^= 1; }), kInput);
+  EXPECT_EQ(changes([](CallFields& c) { c.flags &= static_cast<std::uint16_t>(~kCallInputFingerprint); }), kInput);
+  EXPECT_EQ(changes([](CallFields& c) { c.result = 3; }), kOutput);
+  EXPECT_EQ(changes([](CallFields& c) { c.output_fingerprint ^= 1; }), kOutput);
+  EXPECT_EQ(changes([](CallFields& c) { c.flags &= static_cast<std::uint16_t>(~kCallOutputFingerprint); }), kOutput);
+  EXPECT_EQ(changes([](CallFields& c) { c.seq += 5; }), kNeither);
+  EXPECT_EQ(changes([](CallFields& c) { c.comm_seq += 5; }), kNeither);
+  EXPECT_EQ(changes([](CallFields& c) { c.group_id += 5; }), kNeither);
+  EXPECT_EQ(changes([](CallFields& c) { c.flags ^= kCallInPlace | kCallDeterministic; }), kNeither);
+  EXPECT_EQ(changes([](CallFields& c) { c.algorithm += 1; }), kNeither);
+  EXPECT_EQ(changes([](CallFields& c) { c.result = 7; }), kNeither) << "ncclInProgress is ncclSuccess to diff";
+  // Fingerprints not computed are not compared, whatever the field holds.
+  CallFields unhashed = base;
+  unhashed.flags &= static_cast<std::uint16_t>(~(kCallInputFingerprint | kCallOutputFingerprint));
+  CallFields other = unhashed;
+  other.input_fingerprint ^= 0xff;
+  other.output_fingerprint ^= 0xff;
+  EXPECT_EQ(digests(unhashed), digests(other));
+  // Order matters: a and b folded in either order differ.
+  const CallRecord next = make_call(15, arrays);
+  EXPECT_NE(fold_call_input(fold_call_input(kStepDigestSeed, base), next),
+            fold_call_input(fold_call_input(kStepDigestSeed, next), base));
+}
+
+// DETNCCL_TRACE=steps: the writer folds every call into its digests but writes no call record.
+TEST(StepDigest, AWriterWithoutCallsWritesOnlyCommunicatorsAndDigests) {
+  TempDir dir;
+  WriterOptions options;
+  options.write_calls = false;
+  auto writer = create_or_fail({dir.path(), "run", rank_log_file_name(0)}, options);
+  ASSERT_TRUE(writer);
+  for (std::uint64_t c = 0; c < 3; ++c) EXPECT_EQ(writer->append(make_communicator(c)), AppendStatus::kOk);
+  constexpr std::uint64_t kCalls = 95;
+  for (std::uint64_t i = 0; i < kCalls; ++i) {
+    CallArrays arrays;
+    EXPECT_EQ(writer->append(make_call(i, arrays)), AppendStatus::kOk);
+  }
+  writer->close();
+  OpenedLog opened = LogReader::open_file(writer->path());
+  ASSERT_TRUE(opened.reader) << opened.error;
+  const ReadLog log = read_all(*opened.reader);
+  EXPECT_EQ(log.end.kind, LogEndKind::kClosed) << log.end.message;
+  ASSERT_EQ(log.records.size(), 3u) << "communicators only";
+  EXPECT_EQ(log.digests, expected_digests(kCalls, /*before_close=*/false));
+  EXPECT_EQ(log.digests.size(), 30u) << "10 steps, each with calls on all 3 communicators";
 }
 
 TEST(LogReader, RejectsWhatItCannotRead) {
@@ -1292,8 +1425,10 @@ TEST(LogFormatV2, TheWriterStatesEveryFixedPartsLength) {
     at += frame.length;
   }
   constexpr std::uint16_t kComm = sizeof(CommunicatorRecord), kCall = sizeof(CallFields), kEnd = sizeof(EndRecord);
-  const std::vector<std::pair<std::uint16_t, std::uint16_t>> expected = {{1, kComm}, {1, kComm}, {2, kCall},
-                                                                         {2, kCall}, {2, kCall}, {4, kEnd}};
+  constexpr std::uint16_t kDigest = sizeof(StepDigestRecord);
+  // Three calls of step 0 on three communicators: three digests at close.
+  const std::vector<std::pair<std::uint16_t, std::uint16_t>> expected = {
+      {1, kComm}, {1, kComm}, {2, kCall}, {2, kCall}, {2, kCall}, {5, kDigest}, {5, kDigest}, {5, kDigest}, {4, kEnd}};
   EXPECT_EQ(types_and_fixed, expected);
 }
 
@@ -1493,13 +1628,14 @@ void observe_append(void* context, AppendPoint point, std::uint64_t offset, std:
   ASSERT_TRUE(opened.reader) << opened.error;
   const ReadLog log = read_all(*opened.reader);
   const bool marker = log.end.kind == LogEndKind::kClosed || log.end.kind == LogEndKind::kTruncated;
-  const std::uint64_t seen = log.records.size() + (marker ? 1 : 0);
+  const std::uint64_t seen = log.records.size() + log.digests.size() + (marker ? 1 : 0);
   EXPECT_EQ(seen, observer.complete + (published ? 1 : 0));
   if (!marker) {
     EXPECT_EQ(log.end.kind, LogEndKind::kTornTail) << log.end.message;
     EXPECT_EQ(log.end.offset, published ? offset + length : offset) << log.end.message;
   }
-  if (published && observer.call_number && !log.records.empty()) {
+  if (published && observer.call_number && !log.records.empty() &&
+      frame.type == static_cast<std::uint16_t>(RecordType::kCall)) {
     const auto* call = std::get_if<CallRecord>(&log.records.back().record);
     ASSERT_NE(call, nullptr);
     CallArrays arrays;
@@ -1546,13 +1682,15 @@ AppendObserver append_observed(std::uint64_t calls, std::size_t segments) {
 
 TEST(RecordWriterCrashPromise, SmallRecordsAreWholeOrAbsentAtEveryInstantOfTheirAppend) {
   const AppendObserver observer = append_observed(24, 0);
-  EXPECT_EQ(observer.complete, 2u + 24u + 1u);  // communicators, calls, the end marker
+  // Communicators, calls, the step digests (steps 0 to 2, each on 3 communicators), the end marker.
+  EXPECT_EQ(observer.complete, 2u + 24u + expected_digests(24, false).size() + 1u);
+  EXPECT_EQ(expected_digests(24, false).size(), 9u);
   EXPECT_EQ(observer.instants, 4 * observer.complete);
 }
 
 TEST(RecordWriterCrashPromise, LargeRecordsAreWholeOrAbsentAtEveryInstantOfTheirAppend) {
   const AppendObserver observer = append_observed(6, 40000);  // 320 KB of segment digests per call
-  EXPECT_EQ(observer.complete, 2u + 6u + 1u);
+  EXPECT_EQ(observer.complete, 2u + 6u + 3u + 1u);  // and the 3 digests of step 0 at close
   EXPECT_EQ(observer.instants, 4 * observer.complete);
 }
 

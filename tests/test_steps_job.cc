@@ -243,4 +243,97 @@ TEST(StepsOfAnUnmarkedJob, MarkedAgainstInferredStepsAreNotComparedSilently) {
   EXPECT_NE(ranged.output.find("cannot compare by step"), std::string::npos) << ranged.output;
 }
 
+// DETNCCL_TRACE=steps: logs of communicator records and step digests only.
+std::vector<detnccl::records::StepDigestRecord> read_digests(const TempDir& dir, const std::string& run_name,
+                                                             int rank, std::uint64_t* calls = nullptr) {
+  char name[32];
+  std::snprintf(name, sizeof name, "/rank-%05d.dnc", rank);
+  auto opened = detnccl::records::LogReader::open_file(dir.run(run_name) + name);
+  EXPECT_TRUE(opened.reader) << opened.error;
+  if (!opened.reader) return {};
+  detnccl::records::LogRecord record;
+  std::uint64_t call_records = 0;
+  while (opened.reader->next(record)) {
+    call_records += std::holds_alternative<detnccl::records::CallRecord>(record.record) ? 1 : 0;
+  }
+  if (calls != nullptr) *calls = call_records;
+  return opened.reader->step_digests();
+}
+
+TEST(StepDigests, AreEqualOnIdenticalRunsAndDifferExactlyAtThePerturbedStep) {
+  TempDir dir;
+  const std::string steps_level = "DETNCCL_TRACE=steps DETNCCL_DETERMINISTIC=1";
+  run_job(dir, "a", steps_level, "--mark-steps");
+  run_job(dir, "b", steps_level, "--mark-steps");
+  run_job(dir, "c", steps_level, "--mark-steps --perturb-rank 1 --perturb-iteration 7");
+  for (int rank = 0; rank < kRanks; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    std::uint64_t calls = 0;
+    const auto a = read_digests(dir, "a", rank, &calls);
+    EXPECT_EQ(calls, 0u) << "no call records at DETNCCL_TRACE=steps";
+    const auto b = read_digests(dir, "b", rank);
+    const auto c = read_digests(dir, "c", rank);
+    ASSERT_EQ(a.size(), static_cast<std::size_t>(kIterations)) << "one communicator, one digest per step";
+    EXPECT_EQ(a, b);
+    ASSERT_EQ(c.size(), a.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].step, i);
+      const bool perturbed = rank == 1 && a[i].step == 7;  // rank 1's gradient input at iteration 7
+      EXPECT_EQ(a[i].input_digest != c[i].input_digest, perturbed) << "step " << a[i].step;
+      EXPECT_EQ(a[i].output_digest, c[i].output_digest) << "the one-ulp change is lost in the sum";
+      EXPECT_EQ(a[i].calls, c[i].calls);
+    }
+  }
+  const json same = diff_json(dir.run("a"), dir.run("b"));
+  EXPECT_EQ(same["exit_code"], 0) << same.dump(2);
+  EXPECT_EQ(same["steps_matching"], kRanks * kIterations) << same.dump(2);
+  const json differs = diff_json(dir.run("a"), dir.run("c"));
+  EXPECT_EQ(differs["exit_code"], 1) << differs.dump(2);
+  EXPECT_EQ(differs["first_step_divergence"]["rank"], 1) << differs.dump(2);
+  EXPECT_EQ(differs["first_step_divergence"]["step"], 7) << differs.dump(2);
+  EXPECT_EQ(differs["first_step_divergence"]["kind"], "input") << differs.dump(2);
+  EXPECT_EQ(differs["first_step_divergence"]["role"], "origin") << differs.dump(2);
+  EXPECT_EQ(differs["rerun"], "DETNCCL_TRACE=hash DETNCCL_STEPS=7 DETNCCL_RANKS=1") << differs.dump(2);
+  const CommandResult text = run(DETNCCL_CLI " diff " + dir.run("a") + " " + dir.run("c"));
+  EXPECT_NE(text.output.find("first divergence at step 7 on rank 1"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("trace it      DETNCCL_TRACE=hash DETNCCL_STEPS=7 DETNCCL_RANKS=1"), std::string::npos)
+      << text.output;
+
+  // The settings diff names find the call: the AllReduce of bucket 0 on rank 1, its input.
+  run_job(dir, "a7", "DETNCCL_DETERMINISTIC=1 DETNCCL_TRACE=hash DETNCCL_STEPS=7 DETNCCL_RANKS=1", "--mark-steps");
+  run_job(dir, "c7", "DETNCCL_DETERMINISTIC=1 DETNCCL_TRACE=hash DETNCCL_STEPS=7 DETNCCL_RANKS=1",
+          "--mark-steps --perturb-rank 1 --perturb-iteration 7");
+  const json detailed = diff_json(dir.run("a7"), dir.run("c7"));
+  EXPECT_EQ(detailed["first_divergence"]["rank"], 1) << detailed.dump(2);
+  EXPECT_EQ(detailed["first_divergence"]["step"], 7) << detailed.dump(2);
+  EXPECT_EQ(detailed["first_divergence"]["kind"], "input") << detailed.dump(2);
+  EXPECT_EQ(detailed["first_divergence"]["count"], 4096) << detailed.dump(2);
+}
+
+// A rank killed at the start of an iteration never wrote its last step's digest: diff reports that step on that rank
+// as missing in the killed run, never as equal; the steps before it match.
+TEST(StepDigests, ATornLastStepIsMissingNotEqual) {
+  TempDir dir;
+  const std::string steps_level = "DETNCCL_TRACE=steps DETNCCL_DETERMINISTIC=1";
+  run_job(dir, "full", steps_level, "--mark-steps");
+  const CommandResult killed = run("env LD_PRELOAD=" DETNCCL_SHIM_PATH " DETNCCL_DIR=" + dir.path() +
+                                   " DETNCCL_RUN=killed " + steps_level + " " DETNCCL_LAUNCHER
+                                   " --timeout 120 --grace 1 -n 4 -- " DETNCCL_UNMARKED_JOB " --iterations " +
+                                   std::to_string(kIterations) + " --mark-steps --die-rank 2 --die-iteration 5");
+  EXPECT_EQ(killed.exit_code, 128 + 9) << killed.output;
+  const auto digests = read_digests(dir, "killed", 2);
+  ASSERT_EQ(digests.size(), 4u) << "steps 0-3: step 4's digest is written only when step 5 begins";
+  const json diff = diff_json(dir.run("full"), dir.run("killed"));
+  EXPECT_EQ(diff["exit_code"], 1) << diff.dump(2);
+  EXPECT_EQ(diff["first_step_divergence"]["step"], 4) << diff.dump(2);
+  EXPECT_EQ(diff["first_step_divergence"]["kind"], "missing") << diff.dump(2);
+  // The other ranks may have been stopped before their first call of step 5 too: rank 2 is among the ranks named.
+  bool named = false;
+  for (const json& rank : diff["first_step_ranks"]) named = named || rank == 2;
+  EXPECT_TRUE(named) << diff.dump(2);
+  const CommandResult text = run(DETNCCL_CLI " diff --verbose " + dir.run("full") + " " + dir.run("killed"));
+  EXPECT_NE(text.output.find("rank 2: step 4, communicator 0 (4 digests equal before)"), std::string::npos)
+      << text.output;
+}
+
 }  // namespace

@@ -6,11 +6,16 @@
 //              fourth (3, 7, 11, ...); then the parameters are updated from the reduced gradients.
 // Every result feeds the next iteration, so a perturbation reaches every later call.
 //   unmarked_job [--iterations N] [--perturb-rank R --perturb-iteration K] [--mark-steps] [--plan PREFIX]
+//                [--die-rank R --die-iteration K]
 //   --perturb-rank R --perturb-iteration K
 //                 rank R adds one ulp to element 0 of bucket 0's gradient at iteration K
 //   --mark-steps  marks each iteration with detnccl_set_step(iteration), as a job that marks its steps does
+//   --die-rank R --die-iteration K
+//                 rank R kills itself with SIGKILL at the start of iteration K, before any call of it (a crash)
 //   --plan PREFIX each rank writes PREFIX.RANK: one line per NCCL call, in call order, "ITERATION OP" (the set-up
 //                 calls are iteration 0): what the records' steps must say
+#include <signal.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +34,8 @@ struct Options {
   int perturb_iteration = -1;
   bool mark_steps = false;
   std::string plan;
+  int die_rank = -1;
+  int die_iteration = -1;
 };
 
 bool parse(int argc, char** argv, Options& options) {
@@ -41,6 +48,10 @@ bool parse(int argc, char** argv, Options& options) {
       options.perturb_rank = std::atoi(argv[++i]);
     } else if (arg == "--perturb-iteration" && has_value) {
       options.perturb_iteration = std::atoi(argv[++i]);
+    } else if (arg == "--die-rank" && has_value) {
+      options.die_rank = std::atoi(argv[++i]);
+    } else if (arg == "--die-iteration" && has_value) {
+      options.die_iteration = std::atoi(argv[++i]);
     } else if (arg == "--mark-steps") {
       options.mark_steps = true;
     } else if (arg == "--plan" && has_value) {
@@ -80,6 +91,10 @@ class Job {
       }
     }
     for (int iteration = 0; iteration < options_.iterations; ++iteration) {
+      if (job_.rank == options_.die_rank && iteration == options_.die_iteration) {
+        if (plan_.is_open()) plan_.flush();
+        raise(SIGKILL);
+      }
       if (options_.mark_steps && set_step_ != nullptr) set_step_(static_cast<std::uint64_t>(iteration));
       if (!train(iteration)) return false;
     }

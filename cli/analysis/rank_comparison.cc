@@ -2,6 +2,7 @@
 #include "cli/analysis/rank_comparison.h"
 
 #include <algorithm>
+#include <map>
 #include <tuple>
 #include <unordered_map>
 
@@ -282,7 +283,68 @@ class RankComparison {
     if (!result_.first || order(divergence) < order(*result_.first)) result_.first = std::move(divergence);
   }
 
+  // Step digests: compared when a log holds them but no call records (DETNCCL_TRACE=steps), per communicator in log
+  // order, within the step range.
+  void compare_step_digests() {
+    if (!a_.stream || !b_.stream) return;
+    const auto& digests_a = a_.stream->step_digests();
+    const auto& digests_b = b_.stream->step_digests();
+    const bool digests_only = (a_.stream->calls_read() == 0 && !digests_a.empty()) ||
+                              (b_.stream->calls_read() == 0 && !digests_b.empty());
+    if (!digests_only) return;
+    result_.digests_compared = true;
+    using Sequence = std::vector<const records::StepDigestRecord*>;
+    std::map<std::uint64_t, std::pair<Sequence, Sequence>> by_communicator;
+    const auto in_range = [&](std::uint64_t step) {
+      return (!options_.from_step || step >= *options_.from_step) && (!options_.to_step || step <= *options_.to_step);
+    };
+    for (const auto& digest : digests_a) {
+      if (in_range(digest.step)) by_communicator[digest.comm_ordinal].first.push_back(&digest);
+    }
+    for (const auto& digest : digests_b) {
+      if (in_range(digest.step)) by_communicator[digest.comm_ordinal].second.push_back(&digest);
+    }
+    for (const auto& [ordinal, sequences] : by_communicator) {
+      const auto& [a, b] = sequences;
+      for (std::size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+        const records::StepDigestRecord* x = i < a.size() ? a[i] : nullptr;
+        const records::StepDigestRecord* y = i < b.size() ? b[i] : nullptr;
+        if (x != nullptr && y != nullptr && *x == *y) {
+          ++result_.steps_matching;
+          continue;
+        }
+        StepDivergence divergence;
+        divergence.rank = result_.rank;
+        divergence.step = x != nullptr && y != nullptr ? std::min(x->step, y->step) : (x != nullptr ? x : y)->step;
+        divergence.comm_ordinal = ordinal;
+        divergence.comm_id = communicator_id(ordinal);
+        // RATIONALE: at a step one run has and the other does not, only that run's digest is "there".
+        divergence.in_a = x != nullptr && x->step == divergence.step;
+        divergence.in_b = y != nullptr && y->step == divergence.step;
+        if (divergence.in_a) divergence.calls_a = x->calls, divergence.a = *x;
+        if (divergence.in_b) divergence.calls_b = y->calls, divergence.b = *y;
+        if (divergence.in_a && divergence.in_b) {
+          divergence.input_differs = x->calls != y->calls || x->input_digest != y->input_digest;
+          divergence.output_differs = x->output_digest != y->output_digest;
+        }
+        const auto order = [](const StepDivergence& d) { return std::make_tuple(d.step, d.comm_ordinal); };
+        if (!result_.first_step || order(divergence) < order(*result_.first_step)) result_.first_step = divergence;
+        break;
+      }
+    }
+  }
+
+  std::uint64_t communicator_id(std::uint64_t ordinal) const {
+    for (const Side* side : {&a_, &b_}) {
+      for (const auto& communicator : side->stream->communicators()) {
+        if (communicator.ordinal == ordinal) return communicator.id;
+      }
+    }
+    return 0;
+  }
+
   void finish() {
+    compare_step_digests();
     result_.calls_a = a_.calls;
     result_.calls_b = b_.calls;
     result_.first_step_a = a_.first_step;

@@ -318,6 +318,30 @@ void note_range_and_versions(RunDiff& diff, const DiffOptions& options) {
   }
 }
 
+// Public: see run_diff.h.
+}  // namespace
+
+std::string rerun_settings(const RunDiff& diff) {
+  if (!diff.first_step) return "";
+  // As DETNCCL_RANKS reads them: consecutive ranks as one range ("0-3,8").
+  std::string ranks;
+  const std::vector<std::uint32_t>& list = diff.first_step_ranks;  // sorted: diff.ranks is
+  for (std::size_t i = 0; i < list.size();) {
+    std::size_t j = i;
+    while (j + 1 < list.size() && list[j + 1] == list[j] + 1) ++j;
+    if (!ranks.empty()) ranks += ',';
+    ranks += std::to_string(list[i]);
+    if (j > i) {
+      ranks += j == i + 1 ? ',' : '-';
+      ranks += std::to_string(list[j]);
+    }
+    i = j + 1;
+  }
+  return "DETNCCL_TRACE=hash DETNCCL_STEPS=" + std::to_string(diff.first_step->step) + " DETNCCL_RANKS=" + ranks;
+}
+
+namespace {
+
 // "marked", "inferred and optimizer", "no numbered steps".
 std::string step_sources_text(std::uint32_t sources) {
   const std::vector<std::string> names = step_source_names(sources);
@@ -353,6 +377,49 @@ bool check_step_sources(RunDiff& diff, const DiffOptions& options) {
   return true;
 }
 
+// The first differing step over all ranks from their step digests (DETNCCL_TRACE=steps), the ranks whose first
+// difference is that step, and the settings that trace it in detail.
+void summarize_step_digests(RunDiff& diff) {
+  bool compared = false;
+  for (const RankDiff& rank : diff.ranks) {
+    compared = compared || rank.digests_compared;
+    diff.steps_matching += rank.steps_matching;
+    if (!rank.first_step) continue;
+    // At the first step: a rank whose inputs differ first, then one missing the step, then one whose outputs differ.
+    const auto order = [](const StepDivergence& d) {
+      const int kind = d.input_differs ? 0 : (!d.in_a || !d.in_b) ? 1 : 2;
+      return std::make_tuple(d.step, kind, d.rank);
+    };
+    if (!diff.first_step || order(*rank.first_step) < order(*diff.first_step)) diff.first_step = rank.first_step;
+  }
+  if (diff.first_step) {
+    bool inputs_differ_somewhere = false;
+    for (const RankDiff& rank : diff.ranks) {
+      if (rank.first_step && rank.first_step->step == diff.first_step->step && rank.first_step->input_differs) {
+        inputs_differ_somewhere = true;
+      }
+    }
+    // RATIONALE: at step granularity the data path between ranks is not known; outputs that differ where no rank's
+    // inputs differ can only come from the collectives (an origin), otherwise they may be received.
+    const StepDivergence& first = *diff.first_step;
+    const bool outputs_only = first.in_a && first.in_b && !first.input_differs;
+    diff.first_step->role = outputs_only && inputs_differ_somewhere ? DivergenceRole::kReceiver : DivergenceRole::kOrigin;
+  }
+  if (!compared) return;
+  if (!diff.first_step) {
+    diff.notes.push_back("the logs hold step digests (DETNCCL_TRACE=steps), not call records: " +
+                         std::to_string(diff.steps_matching) +
+                         " (rank, communicator, step) digests are equal in both runs, fingerprints included");
+    return;
+  }
+  for (const RankDiff& rank : diff.ranks) {
+    if (rank.first_step && rank.first_step->step == diff.first_step->step) diff.first_step_ranks.push_back(rank.rank);
+  }
+  diff.notes.push_back("the logs hold step digests (DETNCCL_TRACE=steps), not call records: they say which step differs "
+                       "first, not which call; trace that step in detail with " +
+                       rerun_settings(diff) + " (and the same DETNCCL_RUN names as before)");
+}
+
 // The compared runs' diff with everything but the notes filled; returns false (diff.error set) when they cannot
 // be compared.
 bool compare_runs(const RunLogs& a, const RunLogs& b, const DiffOptions& options, RunDiff& diff) {
@@ -376,7 +443,9 @@ bool compare_runs(const RunLogs& a, const RunLogs& b, const DiffOptions& options
   // A step range that holds no call of either run compares nothing: say so rather than "identical".
   if (options.from_step || options.to_step) {
     bool any = false;
-    for (const RankDiff& rank : diff.ranks) any = any || rank.calls_a > 0 || rank.calls_b > 0;
+    for (const RankDiff& rank : diff.ranks) {
+      any = any || rank.calls_a > 0 || rank.calls_b > 0 || rank.steps_matching > 0 || rank.first_step.has_value();
+    }
     if (!any) {
       diff.nothing_in_range = true;
       diff.error = "nothing to compare: no call of either run is in steps " + step_range_text(options) + " (" +
@@ -385,6 +454,7 @@ bool compare_runs(const RunLogs& a, const RunLogs& b, const DiffOptions& options
     }
   }
   classify_divergences(diff);
+  summarize_step_digests(diff);
   return true;
 }
 

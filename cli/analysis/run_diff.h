@@ -103,6 +103,26 @@ struct DivergentCallBrief {
   bool output_differs = false;
 };
 
+// The first (communicator, step) whose digests differ between the runs on one rank (DETNCCL_TRACE=steps logs,
+// which hold digests instead of call records).
+struct StepDivergence {
+  std::uint32_t rank = 0;
+  std::uint64_t step = 0;
+  std::uint64_t comm_ordinal = 0;
+  std::uint64_t comm_id = 0;  // from run A's communicator record (B's when A has none); 0 when unknown
+  bool in_a = false;          // run A has a digest for it (else its log ends before: a torn or shorter run)
+  bool in_b = false;
+  std::uint64_t calls_a = 0;  // calls folded into each run's digests
+  std::uint64_t calls_b = 0;
+  records::StepDigestRecord a;  // each run's digest record (when in_a / in_b)
+  records::StepDigestRecord b;
+  // What differs when both runs have the step: the calls' metadata or inputs (the compute before them, or data from
+  // another rank), or only their results and outputs (the collectives themselves).
+  bool input_differs = false;
+  bool output_differs = false;
+  DivergenceRole role = DivergenceRole::kOrigin;  // over the run: see RunDiff::first_step
+};
+
 // The comparison of one rank's two logs.
 struct RankDiff {
   std::uint32_t rank = 0;
@@ -123,6 +143,11 @@ struct RankDiff {
   std::uint32_t step_sources_a = 0;
   std::uint32_t step_sources_b = 0;
   std::optional<CallDivergence> first;
+  // Step digests, compared when a log holds digests but no call records (DETNCCL_TRACE=steps): the (communicator,
+  // step) pairs whose digests match, and the first that does not.
+  bool digests_compared = false;
+  std::uint64_t steps_matching = 0;
+  std::optional<StepDivergence> first_step;
   std::vector<DivergentCallBrief> divergent;  // earliest divergent calls, capped
   bool divergent_capped = false;
   std::vector<records::CommunicatorRecord> communicators_a;  // every communicator record of run A's log
@@ -189,17 +214,31 @@ struct RunDiff {
   std::uint32_t step_sources_a = 0;
   std::uint32_t step_sources_b = 0;
   bool steps_comparable = true;
+  // From step digests (DETNCCL_TRACE=steps): the first (communicator, step) that differs over all ranks, and every
+  // rank whose first differing step is that one: the ranks to trace in detail (rerun_settings). Among those ranks the
+  // first is one whose inputs differ (an origin: the compute before the step's calls, or their metadata) if any, else
+  // one that is missing the step, else one whose outputs alone differ (an origin when no rank's inputs differ at that
+  // step: the collectives themselves; else a receiver).
+  std::optional<StepDivergence> first_step;
+  std::vector<std::uint32_t> first_step_ranks;
+  std::uint64_t steps_matching = 0;  // (rank, communicator, step) digests equal in both runs
   bool undecided = false;  // no divergence found, but a truncated log hides part of a run: no verdict (exit 2)
   // --from-step/--to-step select no call of either run: nothing was compared (exit 2, like a bad argument); error
   // says so and names the steps each run has.
   bool nothing_in_range = false;
 
   // Whether the runs are identical over the compared range (no divergence of any kind).
-  bool identical() const noexcept { return config_differences.empty() && !first.has_value(); }
+  bool identical() const noexcept {
+    return config_differences.empty() && !first.has_value() && !first_step.has_value();
+  }
   // Identical, but no compared call had a fingerprint in both runs: only metadata was compared ("IDENTICAL
   // METADATA"; JSON verdict "identical_metadata").
   bool metadata_only() const noexcept;
 };
+
+// The settings that trace the first differing step of step-digest logs in detail: "DETNCCL_TRACE=hash
+// DETNCCL_STEPS=S DETNCCL_RANKS=r1,r2" (the ranks whose first difference is that step); empty without one.
+std::string rerun_settings(const RunDiff& diff);
 
 // Compares two runs. Never throws; an unusable run or log is reported in RunDiff::error, and so is a run directory
 // holding the logs of two different jobs (run_jobs.h).

@@ -118,6 +118,9 @@ class RankLogStream {
   // Records of types this reader does not know, skipped (a newer detnccl of the same format version wrote them).
   std::uint64_t unknown_records_skipped() const noexcept { return reader_->unknown_records_skipped(); }
 
+  // Step digest records read so far, in file order (records/step_digest.h).
+  const std::vector<records::StepDigestRecord>& step_digests() const noexcept { return reader_->step_digests(); }
+
   // Communicator records read so far, in file order.
   const std::vector<records::CommunicatorRecord>& communicators() const noexcept { return communicators_; }
 
