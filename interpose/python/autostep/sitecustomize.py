@@ -130,6 +130,8 @@ def _load_autostep():
 def _install():
     if not _steps_left_to_the_optimizer():
         return
+    if any(type(finder).__name__ == DetncclOptimizerImportHook.__name__ for finder in sys.meta_path):
+        return  # another copy of this folder came first on PYTHONPATH and ran us: one hook is enough
     set_optimizer_step = _shim_entry_point()
     if set_optimizer_step is None:
         return
