@@ -270,6 +270,18 @@ TEST(Autostep, StepSettingsThatChooseAnotherNumberingLeaveTorchAlone) {
   EXPECT_EQ(plain.exit_code, 0) << plain.output;
 }
 
+// A second copy of the hook's folder on PYTHONPATH (an installed one after the build tree's): ours runs it, as the
+// sitecustomize it hides, and it arms no second hook.
+TEST(Autostep, ASecondCopyOfTheHookArmsNoSecondHook) {
+  TempDir dir;
+  fs::copy(DETNCCL_AUTOSTEP_DIR, dir / "copy");
+  const CommandResult probe =
+      run("PYTHONPATH=" + (dir / "copy") + " " DETNCCL_CLI " run -- " + kPython +
+          " -c 'import sys; print(sum(type(f).__name__ == \"DetncclOptimizerImportHook\" for f in sys.meta_path), "
+          "sys.modules[\"sitecustomize\"]._shadowed_sitecustomize.__file__)'");
+  EXPECT_EQ(probe.output, "1 " + (dir / "copy/sitecustomize.py") + "\n");
+}
+
 // A sitecustomize of the job's own, on its PYTHONPATH, still runs (ours runs it), and the steps still come from
 // the optimizer.
 TEST(Autostep, TheJobsOwnSitecustomizeStillRuns) {
