@@ -14,7 +14,7 @@ if(TARGET hostnccl AND TARGET hostnccl-run)
     DETNCCL_TEST_PYTHON="${DETNCCL_TEST_PYTHON}" DETNCCL_AUTOSTEP_JOB="${CMAKE_CURRENT_SOURCE_DIR}/autostep_job.py"
     DETNCCL_AUTOSTEP_DIR="${autostep_dir}" DETNCCL_PYTHON_HELPER_DIR="${PROJECT_SOURCE_DIR}/interpose/python"
     DETNCCL_HOSTNCCL_LIBRARY="$<TARGET_FILE:hostnccl>" DETNCCL_LAUNCHER="$<TARGET_FILE:hostnccl-run>"
-    DETNCCL_CLI="$<TARGET_FILE:detnccl-cli>")
+    DETNCCL_CLI="$<TARGET_FILE:detnccl-cli>" DETNCCL_SHIM_PATH="$<TARGET_FILE:detnccl>")
   add_dependencies(test_autostep detnccl hostnccl hostnccl-run detnccl-cli)
   # Under ASan (the asan preset), torch's own leaks at exit are not the shim's: lsan-torch.supp.
   gtest_discover_tests(test_autostep DISCOVERY_TIMEOUT 30

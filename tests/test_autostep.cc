@@ -282,6 +282,21 @@ TEST(Autostep, ASecondCopyOfTheHookArmsNoSecondHook) {
   EXPECT_EQ(probe.output, "1 " + (dir / "copy/sitecustomize.py") + "\n");
 }
 
+// A failure of ours (here: the hook's module is missing from its folder) is one line on stderr, and the job goes on.
+TEST(Autostep, AFailureOfTheHookIsOneLineAndTheJobGoesOn) {
+  ASSERT_TRUE(torch_is_importable());
+  TempDir dir;
+  fs::create_directory(dir / "broken");
+  fs::copy_file(DETNCCL_AUTOSTEP_DIR "/sitecustomize.py", dir / "broken/sitecustomize.py");
+  const CommandResult job = run("PYTHONPATH=" + (dir / "broken") + " LD_PRELOAD=" DETNCCL_SHIM_PATH " " + kPython +
+                                " -c 'import torch; torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1); "
+                                "print(\"went on\")'");
+  EXPECT_EQ(job.exit_code, 0) << job.output;
+  const std::size_t line = job.output.find("detnccl: PyTorch optimizer steps are not tracked (FileNotFoundError: ");
+  EXPECT_EQ(line, 0u) << job.output;
+  EXPECT_EQ(job.output.substr(job.output.find('\n') + 1), "went on\n") << job.output;
+}
+
 // A sitecustomize of the job's own, on its PYTHONPATH, still runs (ours runs it), and the steps still come from
 // the optimizer.
 TEST(Autostep, TheJobsOwnSitecustomizeStillRuns) {

@@ -236,6 +236,26 @@ class GlobalStepHooks(unittest.TestCase):
         self.assertEqual(self.reports[-1], 2, "min(failing 3, scaled 2)")
         self.assertEqual(self.reports, [0, 1, 2, 1, 2, 1, 2, 1, 2])
 
+    def test_a_failure_of_ours_is_one_line_and_the_job_goes_on(self):
+        import io
+        module = stand_in_torch_2()
+
+        def report(step):
+            raise RuntimeError("the shim\nis gone")
+
+        detnccl_autostep.install(module, report)
+        plain = type("Plain", (module.Optimizer,), {"step": lambda self: "stepped"})
+        stderr, sys.stderr = sys.stderr, io.StringIO()
+        try:
+            optimizer = plain([1], {})
+            self.assertEqual(optimizer.step(), "stepped")
+            self.assertEqual(optimizer.step(), "stepped")
+            said = sys.stderr.getvalue()
+        finally:
+            sys.stderr = stderr
+        self.assertEqual(said, "detnccl: PyTorch optimizer steps are no longer tracked (optimizer construction: "
+                               "RuntimeError: the shim is gone)\n")
+
     def test_installs_once(self):
         detnccl_autostep.install(self.module, self.reports.append)
         optimizer = type("Plain", (self.module.Optimizer,), {"step": lambda self: None})([1], {})

@@ -35,7 +35,7 @@ STALE_AFTER_STEPS = 64
 
 def _say(message):
     try:
-        sys.stderr.write("detnccl: %s\n" % message)
+        sys.stderr.write("detnccl: %s\n" % " ".join(str(message).split()))  # one line, whatever the error said
     except Exception:  # noqa: BLE001 - a closed stderr must not stop the job either
         pass
 

@@ -4,7 +4,7 @@
 sitecustomize (which it then runs: see _run_shadowed_sitecustomize). When the detnccl shim is preloaded into the
 process and DETNCCL_STEP_INFERENCE / DETNCCL_STEP_BOUNDARY leave step numbering to detnccl, it arms an import hook
 for torch.optim.optimizer; only if the job imports torch does detnccl_autostep (beside this file) set up the
-optimizer step hook. Otherwise it imports nothing but ctypes and changes nothing.
+optimizer step hook. Otherwise it imports nothing but ctypes and importlib's own modules, and changes nothing.
 
 Nothing here may raise into the job: a failure of ours is one line on stderr starting "detnccl:".
 """
@@ -20,7 +20,7 @@ _shadowed_sitecustomize = None
 
 def _say(message):
     try:
-        sys.stderr.write("detnccl: %s\n" % message)
+        sys.stderr.write("detnccl: %s\n" % " ".join(str(message).split()))  # one line, whatever the error said
     except Exception:  # noqa: BLE001 - a closed stderr must not stop the job either
         pass
 
