@@ -19,5 +19,5 @@ if(TARGET hostnccl AND TARGET hostnccl-run)
   # Under ASan (the asan preset), torch's own leaks at exit are not the shim's: lsan-torch.supp.
   gtest_discover_tests(test_autostep DISCOVERY_TIMEOUT 30
                        PROPERTIES TIMEOUT 300 RESOURCE_LOCK hostnccl_shm FIXTURES_REQUIRED hostnccl_suite
-                                  ENVIRONMENT LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/lsan-torch.supp)
+                                  ENVIRONMENT LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/lsan-torch.supp:print_suppressions=0)
 endif()

@@ -33,5 +33,5 @@ if(TARGET hostnccl AND TARGET hostnccl-run AND TARGET trace_job)
   add_dependencies(test_run_command detnccl trace_job hostnccl hostnccl-run detnccl-cli detnccl-fingerprint)
   gtest_discover_tests(test_run_command DISCOVERY_TIMEOUT 30
                        PROPERTIES TIMEOUT 300 RESOURCE_LOCK hostnccl_shm FIXTURES_REQUIRED hostnccl_suite
-                                  ENVIRONMENT LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/lsan-torch.supp)
+                                  ENVIRONMENT LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/lsan-torch.supp:print_suppressions=0)
 endif()
