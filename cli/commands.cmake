@@ -12,6 +12,8 @@ add_executable(detnccl-cli detnccl_main.cc terminal.cc dump_command.cc diff_comm
                            stats_command.cc run_command.cc)
 set_target_properties(detnccl-cli PROPERTIES OUTPUT_NAME detnccl)
 target_link_libraries(detnccl-cli PRIVATE detnccl_analysis CLI11::CLI11 nlohmann_json::nlohmann_json detnccl_options)
-# `detnccl run` finds the shim in PREFIX/<libdir> when installed (and in build/<preset>/lib in the build tree).
-target_compile_definitions(detnccl-cli PRIVATE DETNCCL_INSTALL_LIBDIR="${CMAKE_INSTALL_LIBDIR}")
+# `detnccl run` finds the shim in PREFIX/<libdir> when installed (and in build/<preset>/lib in the build tree), and
+# the PyTorch step hook in PREFIX/<datadir>/detnccl/python/autostep (build/<preset>/share/... in the build tree).
+target_compile_definitions(detnccl-cli PRIVATE DETNCCL_INSTALL_LIBDIR="${CMAKE_INSTALL_LIBDIR}"
+                                               DETNCCL_INSTALL_DATADIR="${CMAKE_INSTALL_DATADIR}")
 install(TARGETS detnccl-cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -105,8 +105,9 @@ struct StatsCommandOptions {
 };
 int stats_command(const StatsCommandOptions& options);
 
-// `detnccl run [OPTIONS] -- COMMAND [ARGS...]`: execs COMMAND with the shim preloaded and DETNCCL_* set from the
-// options (an option not given leaves the environment's value). Returns only when the shim is unusable (2) or the
+// `detnccl run [OPTIONS] -- COMMAND [ARGS...]`: execs COMMAND with the shim preloaded, the PyTorch step hook first on
+// PYTHONPATH (unless no_python_steps) and DETNCCL_* set from the options (an option not given leaves the
+// environment's value). Returns only when the shim is unusable (2) or the
 // command cannot be run (127 not found, 126 otherwise).
 struct RunCommandOptions {
   std::optional<std::string> dir;
@@ -116,6 +117,7 @@ struct RunCommandOptions {
   std::optional<std::string> steps;
   std::optional<std::string> ranks;
   std::optional<std::string> shim;
+  bool no_python_steps = false;
   bool print_config = false;
   std::vector<std::string> command;
 };

@@ -1,5 +1,6 @@
 // detnccl run: runs a command with the shim preloaded into it and every process it starts (libdetnccl.so prepended
-// to LD_PRELOAD, DETNCCL_* set from the options), by exec'ing it in place.
+// to LD_PRELOAD, DETNCCL_* set from the options, the PyTorch step hook prepended to PYTHONPATH), by exec'ing it in
+// place.
 // RATIONALE: exec rather than fork and wait: the command becomes this process, so its exit status and a signal that
 // kills it reach the parent exactly as they would without detnccl (no 128+N translation, no signal forwarding, no
 // process in between for a launcher or a job scheduler to stop).
@@ -34,6 +35,8 @@ namespace fs = std::filesystem;
 constexpr int kExitCommandNotFound = 127;       // the shell's status for a command that is not found
 constexpr int kExitCommandNotExecutable = 126;  // ... and for one that is found but cannot be run
 constexpr const char* kShimName = "libdetnccl.so";
+// The PyTorch step hook's directory (its sitecustomize.py, docs/python.md), under the data directory.
+constexpr const char* kPythonStepsDirectory = "detnccl/python/autostep";
 
 // The directory of this program (/proc/self/exe), or empty when it cannot be read.
 fs::path program_directory() {
@@ -54,6 +57,24 @@ fs::path default_shim() {
   for (const fs::path& candidate : candidates) {
     std::error_code error;
     if (fs::exists(candidate, error)) return candidate.lexically_normal();
+  }
+  return candidates.front().lexically_normal();
+}
+
+// Where the PyTorch step hook lies next to this program: build/<preset>/cli/detnccl → build/<preset>/share/...
+// (interpose/CMakeLists.txt copies it there), and an installed PREFIX/bin/detnccl → PREFIX/<GNUInstallDirs datadir>/...
+// (DETNCCL_INSTALL_DATADIR, relative to the prefix or absolute). The first that exists; the first candidate when
+// none does (the message names it).
+fs::path default_python_steps_directory() {
+  const fs::path directory = program_directory();
+  std::vector<fs::path> candidates;
+  const fs::path datadir = DETNCCL_INSTALL_DATADIR;
+  candidates.push_back(datadir.is_absolute() ? datadir / kPythonStepsDirectory
+                                             : directory / ".." / datadir / kPythonStepsDirectory);
+  candidates.push_back(directory / ".." / "share" / kPythonStepsDirectory);
+  for (const fs::path& candidate : candidates) {
+    std::error_code error;
+    if (fs::is_regular_file(candidate / "sitecustomize.py", error)) return candidate.lexically_normal();
   }
   return candidates.front().lexically_normal();
 }
@@ -136,14 +157,39 @@ std::string preload_with_shim(const fs::path& shim) {
   return preload;
 }
 
+// PYTHONPATH with `directory` first, what was there kept in its order (empty entries too: Python reads them as the
+// current directory), and no second copy of `directory`.
+std::string python_path_with(const fs::path& directory) {
+  std::string path = directory.string();
+  const char* existing = std::getenv("PYTHONPATH");
+  if (existing == nullptr || *existing == '\0') return path;
+  std::string_view rest = existing;
+  while (true) {
+    const std::size_t end = rest.find(':');
+    const std::string entry(rest.substr(0, end));
+    std::error_code error;
+    if (entry.empty() || (entry != path && !fs::equivalent(entry, directory, error))) path += ":" + entry;
+    if (end == std::string_view::npos) break;
+    rest = rest.substr(end + 1);
+  }
+  return path;
+}
+
 // Sets `name` when the option was given (replacing the environment's value).
 void set_variable(const char* name, const std::optional<std::string>& value) {
   if (value) setenv(name, value->c_str(), 1);
 }
 
-// The settings the command will run with, once, on stderr: LD_PRELOAD, every DETNCCL_* variable, the command.
-void print_settings(const std::vector<std::string>& command) {
+// The settings the command will run with, once, on stderr: LD_PRELOAD, PYTHONPATH, every DETNCCL_* variable, the
+// command.
+void print_settings(const RunCommandOptions& options) {
+  const std::vector<std::string>& command = options.command;
   std::cerr << "detnccl run: LD_PRELOAD=" << std::getenv("LD_PRELOAD") << "\n";
+  if (options.no_python_steps) {
+    std::cerr << "detnccl run: PYTHONPATH left as it was (--no-python-steps: no PyTorch step hook)\n";
+  } else if (const char* python_path = std::getenv("PYTHONPATH"); python_path != nullptr) {
+    std::cerr << "detnccl run: PYTHONPATH=" << python_path << "\n";
+  }
   std::vector<std::string> settings;
   for (char** entry = environ; *entry != nullptr; ++entry) {
     if (std::strncmp(*entry, "DETNCCL_", 8) == 0) settings.emplace_back(*entry);
@@ -166,6 +212,17 @@ int run_command(const RunCommandOptions& options) {
     return kExitUnusable;
   }
   setenv("LD_PRELOAD", preload_with_shim(shim).c_str(), 1);
+  if (!options.no_python_steps) {
+    const fs::path python_steps = default_python_steps_directory();
+    std::error_code error;
+    if (fs::is_regular_file(python_steps / "sitecustomize.py", error)) {
+      setenv("PYTHONPATH", python_path_with(python_steps).c_str(), 1);
+    } else {
+      // RATIONALE: a job traced without optimizer steps is still traced (steps from the call pattern): say it, go on.
+      std::cerr << "detnccl run: the PyTorch step hook " << (python_steps / "sitecustomize.py").string()
+                << " does not exist; PYTHONPATH left as it was (Python jobs get no steps from their optimizers)\n";
+    }
+  }
   // RATIONALE: an absolute DETNCCL_DIR, so that a rank that changes its directory still writes where the user meant.
   std::optional<std::string> dir = options.dir;
   if (dir && !dir->empty()) dir = fs::absolute(*dir).lexically_normal().string();
@@ -178,7 +235,7 @@ int run_command(const RunCommandOptions& options) {
   set_variable("DETNCCL_TRACE", options.trace);
   set_variable("DETNCCL_STEPS", options.steps);
   set_variable("DETNCCL_RANKS", options.ranks);
-  if (options.print_config) print_settings(options.command);
+  if (options.print_config) print_settings(options);
 
   std::vector<char*> arguments;
   for (const std::string& word : options.command) arguments.push_back(const_cast<char*>(word.c_str()));
@@ -202,24 +259,30 @@ CommandRun add_run_arguments(CLI::App& app) {
   app.add_flag("--deterministic", options->deterministic,
                "DETNCCL_DETERMINISTIC: fixed-order reductions; bare it means 1, or --deterministic=0|1|warn")
       ->type_name("[=MODE]");
-  app.add_option("--trace", options->trace, "DETNCCL_TRACE: off, meta, hash or segments")->type_name("LEVEL");
+  app.add_option("--trace", options->trace, "DETNCCL_TRACE: off, meta, steps, hash or segments")->type_name("LEVEL");
   app.add_option("--steps", options->steps, "DETNCCL_STEPS: the steps fingerprinted (1,5,40-44,100-)")
       ->type_name("STEPS");
   app.add_option("--ranks", options->ranks, "DETNCCL_RANKS: the ranks that fingerprint (0,3,8-15)")->type_name("RANKS");
+  app.add_flag("--no-python-steps", options->no_python_steps,
+               "leave PYTHONPATH alone: no PyTorch step hook (by default its directory goes first on PYTHONPATH, so "
+               "that a Python job that imports torch gets its steps from optimizer.step())");
   app.add_option("--shim", options->shim, "the libdetnccl.so to preload (default: the one installed next to detnccl)")
       ->type_name("PATH");
-  app.add_flag("--print-config,-v,--verbose", options->print_config,
-               "print LD_PRELOAD, every DETNCCL_* setting and the command once on stderr before running it");
+  app.add_flag(
+      "--print-config,-v,--verbose", options->print_config,
+      "print LD_PRELOAD, PYTHONPATH, every DETNCCL_* setting and the command once on stderr before running it");
   app.add_option("command", options->command, "the command and its arguments, after --")
       ->required()
       ->type_name("-- COMMAND [ARGS...]");
   app.footer(
       "Runs COMMAND in place of detnccl (its exit status and signals are the command's own) with libdetnccl.so "
-      "prepended to LD_PRELOAD and the options' DETNCCL_* variables set; every other DETNCCL_* variable passes "
-      "through from the environment. The shim checks the values at the job's first communicator call: an invalid "
-      "one stops the job with exit status 78 and a message naming the variable (docs/configuration.md). Exit "
-      "status: the command's; 127 when it is not found, 126 when it cannot be run, 2 for bad arguments or an "
-      "unusable shim.");
+      "prepended to LD_PRELOAD, detnccl's PyTorch step hook (share/detnccl/python/autostep) prepended to PYTHONPATH "
+      "unless --no-python-steps, and the options' DETNCCL_* variables set; every other DETNCCL_* variable passes "
+      "through from the environment. A Python job that imports torch then gets its steps from its optimizers' "
+      "step() calls, with no change to its code (docs/python.md). The shim checks the values at the job's first "
+      "communicator call: an invalid one stops the job with exit status 78 and a message naming the variable "
+      "(docs/configuration.md). Exit status: the command's; 127 when it is not found, 126 when it cannot be run, 2 "
+      "for bad arguments or an unusable shim.");
   return [options] { return run_command(*options); };
 }
 

@@ -13,6 +13,7 @@ packages=(
   libcli11-dev
   nlohmann-json3-dev
   python3
+  python3-torch  # Debian's CPU PyTorch: the PyTorch step hook's tests (tests/autostep.cmake, docs/python.md)
   clang libclang-rt-14-dev  # libFuzzer and its runtime (scripts/fuzz.sh, the fuzz preset)
 )
 

@@ -24,10 +24,11 @@ using detnccl::test::CommandResult;
 using detnccl::test::TempDir;
 using namespace detnccl::test::trace_job_logs;
 
-// Runs a command through the shell with a clean detnccl environment (no DETNCCL_* or LD_PRELOAD inherited from
+// Runs a command through the shell with a clean detnccl environment (no LD_PRELOAD or PYTHONPATH inherited from
 // whoever runs the tests); stdout and stderr together.
 CommandResult run(const std::string& command) {
-  return detnccl::test::run_command("unset LD_PRELOAD; export HOSTNCCL_TIMEOUT_S=20; (" + command + ") 2>&1");
+  return detnccl::test::run_command(
+      "unset LD_PRELOAD PYTHONPATH; export HOSTNCCL_TIMEOUT_S=20 PYTHONDONTWRITEBYTECODE=1; (" + command + ") 2>&1");
 }
 
 const std::string kLauncher = DETNCCL_LAUNCHER " --timeout 120 --grace 1";
@@ -109,8 +110,28 @@ TEST(RunCommand, PrintConfigSaysTheSettingsOnceOnStandardError) {
   EXPECT_EQ(quiet.output, "done\n");
   const CommandResult job = run(DETNCCL_CLI " run --print-config --dir " + dir.path() + " --run p -- echo done");
   ASSERT_EQ(job.exit_code, 0) << job.output;
-  EXPECT_EQ(job.output, "detnccl run: LD_PRELOAD=" DETNCCL_SHIM_PATH "\ndetnccl run: DETNCCL_DIR=" + dir.path() +
-                            "\ndetnccl run: DETNCCL_RUN=p\ndetnccl run: command: echo done\ndone\n");
+  EXPECT_EQ(job.output, "detnccl run: LD_PRELOAD=" DETNCCL_SHIM_PATH "\ndetnccl run: PYTHONPATH=" DETNCCL_AUTOSTEP_DIR
+                        "\ndetnccl run: DETNCCL_DIR=" +
+                            dir.path() + "\ndetnccl run: DETNCCL_RUN=p\ndetnccl run: command: echo done\ndone\n");
+  const CommandResult alone = run(DETNCCL_CLI " run --print-config --no-python-steps -- echo done");
+  EXPECT_EQ(alone.output, "detnccl run: LD_PRELOAD=" DETNCCL_SHIM_PATH
+                          "\ndetnccl run: PYTHONPATH left as it was (--no-python-steps: no PyTorch step hook)\n"
+                          "detnccl run: no DETNCCL_* setting (nothing is traced)\ndetnccl run: command: echo done\n"
+                          "done\n");
+}
+
+// The PyTorch step hook's folder goes first on PYTHONPATH (what was there kept, in order, empty entries too, and no
+// second copy of the folder); --no-python-steps leaves PYTHONPATH as it was, set or not.
+TEST(RunCommand, PutsThePyTorchStepHookFirstOnThePythonPath) {
+  const std::string print = " -- sh -c 'echo \"${PYTHONPATH-unset}\"'";
+  EXPECT_EQ(run(DETNCCL_CLI " run" + print).output, DETNCCL_AUTOSTEP_DIR "\n");
+  EXPECT_EQ(run("PYTHONPATH= " DETNCCL_CLI " run" + print).output, DETNCCL_AUTOSTEP_DIR "\n");
+  EXPECT_EQ(run("PYTHONPATH=/a::/b " DETNCCL_CLI " run" + print).output, DETNCCL_AUTOSTEP_DIR ":/a::/b\n");
+  EXPECT_EQ(run("PYTHONPATH=/a:" DETNCCL_AUTOSTEP_DIR "/:/b " DETNCCL_CLI " run" + print).output,
+            DETNCCL_AUTOSTEP_DIR ":/a:/b\n");
+  EXPECT_EQ(run("PYTHONPATH=/a " DETNCCL_CLI " run --no-python-steps" + print).output, "/a\n");
+  EXPECT_EQ(run(DETNCCL_CLI " run --no-python-steps" + print).output, "unset\n");
+  EXPECT_TRUE(fs::is_regular_file(DETNCCL_AUTOSTEP_DIR "/sitecustomize.py"));
 }
 
 // The command becomes the process (exec): its exit status, and a signal that kills it, are what the parent sees.
@@ -169,8 +190,9 @@ TEST(RunCommand, RefusesAShimThatCannotBePreloaded) {
   EXPECT_TRUE(fs::exists(dir / "started"));
 }
 
-// `cmake --install` into a temporary prefix gives bin/detnccl, the shim in the libdir, the Python helper and the
-// docs, hostnccl's libnccl only in a private directory; the installed detnccl run finds the installed shim.
+// `cmake --install` into a temporary prefix gives bin/detnccl, the shim in the libdir, the Python helper, the PyTorch
+// step hook and the docs, hostnccl's libnccl only in a private directory; the installed detnccl run finds the installed
+// shim and step hook: a PyTorch job without detnccl code gets its steps from its optimizer.
 TEST(RunCommandInstalled, AnInstalledTreeTracesAJob) {
   TempDir prefix;
   const CommandResult install =
@@ -180,6 +202,8 @@ TEST(RunCommandInstalled, AnInstalledTreeTracesAJob) {
   for (const std::string& file :
        {prefix / "bin/detnccl", prefix / "bin/detnccl-fingerprint", prefix / "bin/hostnccl-run",
         libdir + "/libdetnccl.so", prefix / "include/detnccl.h", prefix / "share/detnccl/python/detnccl_step.py",
+        prefix / "share/detnccl/python/autostep/sitecustomize.py",
+        prefix / "share/detnccl/python/autostep/detnccl_autostep.py", prefix / "share/doc/detnccl/python.md",
         prefix / "share/doc/detnccl/README.md", prefix / "share/doc/detnccl/cli.md",
         prefix / "share/doc/detnccl/configuration.md", libdir + "/detnccl/hostnccl/libnccl.so.2"}) {
     EXPECT_TRUE(fs::is_regular_file(file)) << file << " is not installed";
@@ -193,9 +217,38 @@ TEST(RunCommandInstalled, AnInstalledTreeTracesAJob) {
                                 prefix / "bin/hostnccl-run" + " -n 2 --timeout 120 -- " DETNCCL_TRACE_JOB " --steps 2");
   ASSERT_EQ(job.exit_code, 0) << job.output;
   EXPECT_NE(job.output.find("detnccl run: LD_PRELOAD=" + libdir + "/libdetnccl.so\n"), std::string::npos) << job.output;
+  EXPECT_NE(job.output.find("detnccl run: PYTHONPATH=" + prefix / "share/detnccl/python/autostep\n"), std::string::npos)
+      << job.output;
   expect_script_logs(dir.path(), "i", 2, 2, /*fingerprints_expected=*/true);
   const CommandResult stats = run(prefix / "bin/detnccl" + " check " + dir / "i");
   EXPECT_EQ(stats.exit_code, 0) << stats.output;
+
+  // The PyTorch job of tests/test_autostep.cc: a broadcast of each of its 4 parameters, then one AllReduce per
+  // iteration; a call of iteration K follows K optimizer steps.
+  const CommandResult torch = run(DETNCCL_TEST_PYTHON " -c 'import torch'");
+  ASSERT_EQ(torch.exit_code, 0) << DETNCCL_TEST_PYTHON << " cannot import torch: run scripts/install-deps.sh (it "
+                                << "installs python3-torch). " << torch.output;
+  constexpr int kIterations = 3;
+  const CommandResult python = run(
+      prefix / "bin/detnccl" + " run --dir " + dir.path() + " --run py -- " + prefix / "bin/hostnccl-run" +
+      " -n 2 --timeout 120 -- " DETNCCL_TEST_PYTHON " " DETNCCL_AUTOSTEP_JOB " --mode plain --iterations " +
+      std::to_string(kIterations) + " --nccl " + libdir + "/detnccl/hostnccl/libnccl.so.2 --events " + dir / "events");
+  ASSERT_EQ(python.exit_code, 0) << python.output;
+  for (int rank = 0; rank < 2; ++rank) {
+    const CommandResult dump =
+        run(prefix / "bin/detnccl" + " dump --format jsonl --rank " + std::to_string(rank) + " " + dir / "py");
+    std::vector<std::string> steps;
+    for (std::size_t at = dump.output.find("\"step\":"); at != std::string::npos;
+         at = dump.output.find("\"step\":", at + 1)) {
+      steps.push_back(dump.output.substr(at, dump.output.find(',', at) - at));
+    }
+    std::vector<std::string> expected(4, "\"step\":0");
+    for (int iteration = 0; iteration < kIterations; ++iteration) {
+      expected.push_back("\"step\":" + std::to_string(iteration));
+    }
+    EXPECT_EQ(steps, expected) << dump.output;
+    EXPECT_EQ(detnccl::test::occurrences(dump.output, "\"step_source\":\"optimizer\""), expected.size()) << dump.output;
+  }
 }
 
 }  // namespace

@@ -1,11 +1,14 @@
 """A short PyTorch DDP training job traced by detnccl (see README.md in this folder for the command lines).
 
 Each rank trains the same small MLP on its shard of a fixed synthetic regression task; DDP all-reduces the
-gradients through NCCL, where the detnccl shim (LD_PRELOAD) fingerprints every buffer. The job marks each training
-step with detnccl_step.set_step(), so records carry the step and DETNCCL_STEPS windows select by it. Without the
-shim the same script runs unchanged.
+gradients through NCCL, where the detnccl shim (LD_PRELOAD) fingerprints every buffer. Under `detnccl run` records
+carry the optimizer's step with no code at all (docs/python.md); this job also marks each training step itself with
+detnccl_step.set_step(), the explicit way, so that a run resumed from a checkpoint carries the same step numbers as
+the run it resumes (its optimizer would count from 0 again). --no-step-marks leaves the numbering to the optimizer.
+Without the shim the same script runs unchanged.
 
     torchrun --nproc-per-node N train_ddp.py [--steps 50] [--checkpoint-every 10] [--resume-from PATH]
+                                             [--no-step-marks]
 """
 
 import argparse
@@ -32,6 +35,8 @@ def parse_arguments():
     parser.add_argument("--checkpoint-every", type=int, default=0)
     parser.add_argument("--checkpoint-dir", default="checkpoints")
     parser.add_argument("--resume-from", default=None, help="a checkpoint file written by this script")
+    parser.add_argument("--no-step-marks", action="store_true",
+                        help="do not call detnccl_step.set_step: steps come from optimizer.step() (detnccl run)")
     return parser.parse_args()
 
 
@@ -65,7 +70,8 @@ def main():
 
     first_loss = last_loss = None
     for step in range(start, args.steps):
-        detnccl_step.set_step(step)
+        if not args.no_step_marks:
+            detnccl_step.set_step(step)
         x, y = synthetic_batch(step, rank, world, args.batch, device)
         loss = torch.nn.functional.mse_loss(model(x), y)
         optimizer.zero_grad(set_to_none=True)
