@@ -49,6 +49,8 @@ unmarked() {
 }
 unmarked unmarked
 unmarked unnumbered DETNCCL_STEP_INFERENCE=off
+# DETNCCL_TRACE=steps: communicators and step digests only.
+unmarked steps DETNCCL_TRACE=steps
 # The file size limit also bounds hostnccl's shared-memory segment (sized with ftruncate): keep it small.
 FSIZE_KIB=32 trace truncated HOSTNCCL_SLOT_BYTES=4096 HOSTNCCL_RING_BYTES=4096 DETNCCL_TRACE=segments \
   DETNCCL_SEGMENT_BYTES=16K -- --steps 30
@@ -86,6 +88,8 @@ pair perturbed hash perturbed
 pair killed hash killed
 pair meta-vs-hash meta hash
 pair unmarked-vs-unnumbered unmarked unnumbered
+pair steps-vs-unmarked steps unmarked
+cp "$work/steps/rank-00000.dnc" "fuzz/corpus/log_reader/v$version-steps-rank0.dnc"
 
 # The configuration: the header's own configuration text of a real log, and lists exercising every variable.
 strings -n 8 "$work/segments/rank-00000.dnc" | grep '^DETNCCL_' >fuzz/corpus/config/from-log-header.txt || true
