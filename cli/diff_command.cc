@@ -192,15 +192,24 @@ void print_first(const Style& style, const CallDivergence& d) {
 
 void print_rank_table(const DiffCommandOptions& options, const RunDiff& diff, const Style& style);
 
+// The per-rank call counts, summed over the ranks.
+struct CallTotals {
+  std::uint64_t matching = 0, differing = 0, unverified = 0, missing = 0;
+};
+CallTotals call_totals(const RunDiff& diff) {
+  CallTotals totals;
+  for (const RankDiff& rank : diff.ranks) {
+    totals.matching += rank.matching;
+    totals.differing += rank.differing;
+    totals.unverified += rank.unverified;
+    totals.missing += rank.missing_in_a + rank.missing_in_b;
+  }
+  return totals;
+}
+
 void print_text(const DiffCommandOptions& options, const RunDiff& diff) {
   const Style style = Style::for_stdout();
-  std::uint64_t matching = 0, differing = 0, unverified = 0, missing = 0;
-  for (const RankDiff& rank : diff.ranks) {
-    matching += rank.matching;
-    differing += rank.differing;
-    unverified += rank.unverified;
-    missing += rank.missing_in_a + rank.missing_in_b;
-  }
+  const auto [matching, differing, unverified, missing] = call_totals(diff);
   const std::string scope = std::to_string(diff.ranks.size()) + " rank" + (diff.ranks.size() == 1 ? "" : "s");
   if (diff.undecided) {
     std::cout << style.warn("UNDECIDED") << ": no divergence in what both runs recorded, but a truncated log hides the "
@@ -253,8 +262,8 @@ void print_text(const DiffCommandOptions& options, const RunDiff& diff) {
   }
   if (!diff.first && diff.first_step) {
     const analysis::StepDivergence& s = *diff.first_step;
-    std::cout << "\n" << style.bold("First divergence") << ": rank " << s.rank << ", step " << s.step
-              << ", step digest\n";
+    std::cout << "\n"
+              << style.bold("First divergence") << ": rank " << s.rank << ", step " << s.step << ", step digest\n";
     std::cout << "  communicator  " << s.comm_ordinal << " (id " << hex(s.comm_id) << ")\n";
     const auto side = [](bool present, const records::StepDigestRecord& digest) {
       return present ? std::to_string(digest.calls) + (digest.calls == 1 ? " call" : " calls") + ", inputs " +
@@ -287,9 +296,9 @@ void print_text(const DiffCommandOptions& options, const RunDiff& diff) {
   }
 
   // Logs of step digests only (DETNCCL_TRACE=steps): each rank's first differing step instead of calls.
-  const bool digests_only = std::all_of(diff.ranks.begin(), diff.ranks.end(), [](const RankDiff& rank) {
-    return rank.calls_a == 0 && rank.calls_b == 0;
-  }) && (diff.steps_matching > 0 || diff.first_step);
+  const bool digests_only = std::all_of(diff.ranks.begin(), diff.ranks.end(),
+                                        [](const RankDiff& rank) { return rank.calls_a == 0 && rank.calls_b == 0; }) &&
+                            (diff.steps_matching > 0 || diff.first_step);
   if (digests_only) {
     std::cout << "\n" << style.bold("Per rank") << " (first differing step by digest)\n";
     std::size_t listed = 0;
@@ -315,13 +324,7 @@ void print_text(const DiffCommandOptions& options, const RunDiff& diff) {
 
 // The per-rank table: diverging ranks first (by their first divergence), then the rest.
 void print_rank_table(const DiffCommandOptions& options, const RunDiff& diff, const Style& style) {
-  std::uint64_t matching = 0, differing = 0, unverified = 0, missing = 0;
-  for (const RankDiff& rank : diff.ranks) {
-    matching += rank.matching;
-    differing += rank.differing;
-    unverified += rank.unverified;
-    missing += rank.missing_in_a + rank.missing_in_b;
-  }
+  const auto [matching, differing, unverified, missing] = call_totals(diff);
   // Per-rank table: diverging ranks first (by their first divergence), then the rest.
   std::vector<const RankDiff*> rows;
   for (const RankDiff& rank : diff.ranks) rows.push_back(&rank);

@@ -258,9 +258,9 @@ enum CallFlags : std::uint16_t {
 
 // Where a call record's step came from (CallFields::step_source).
 enum class StepSource : std::uint32_t {
-  kUnknown = 0,   // the writer did not say: version-1 logs, and any record whose fixed part ends before the field
-  kNone = 1,      // the job had marked no step yet (step is 0)
-  kMarked = 2,    // the job marked it: detnccl_set_step(), the Python helper
+  kUnknown = 0,    // the writer did not say: version-1 logs, and any record whose fixed part ends before the field
+  kNone = 1,       // the job had marked no step yet (step is 0)
+  kMarked = 2,     // the job marked it: detnccl_set_step(), the Python helper
   kInferred = 3,   // detnccl numbered the iterations itself from the job's calls (or DETNCCL_STEP_BOUNDARY's call)
   kOptimizer = 4,  // the job's optimizer stepped: the PyTorch hook (detnccl_set_optimizer_step), no code change
 };
@@ -331,10 +331,10 @@ struct CallRecord : CallFields {
 // RecordType::kStepDigest payload, exactly as on disk: what `detnccl diff` compares of one communicator's calls in
 // one step (records/step_digest.h says which fields), folded in log order into two 64-bit digests: what went into
 // the calls (metadata and input fingerprints) and what came out (results and output fingerprints), so that a step
-// whose inputs already differed (a receiver, or the compute before the call) is told from one whose inputs matched. Written when the
-// process's step moves on, and at close, after the last call it covers (and before the first call of the next
-// step); a log cut short by a crash lacks its last step's digests (a reader recomputes them from the call records
-// when the log has them). Version 2 added the type: older readers skip it as unknown.
+// whose inputs already differed (a receiver, or the compute before the call) is told from one whose inputs matched.
+// Written when the process's step moves on, and at close, after the last call it covers (and before the first call of
+// the next step); a log cut short by a crash lacks its last step's digests (a reader recomputes them from the call
+// records when the log has them). Version 2 added the type: older readers skip it as unknown.
 struct StepDigestRecord {
   std::uint64_t comm_ordinal = 0;  // CommunicatorRecord::ordinal
   std::uint64_t step = 0;

@@ -13,6 +13,8 @@
 #include <new>
 #include <optional>
 
+#include "records/step_digest.h"
+
 namespace detnccl::records {
 namespace {
 
@@ -205,10 +207,12 @@ std::string LogReader::read_header() {
     offset += length;
   }
   position_ = fixed.header_bytes;
+  after_last_digest_ = position_;
   return {};
 }
 
 bool LogReader::finish(LogEndKind kind, std::uint64_t offset, std::string message) noexcept {
+  if (kind == LogEndKind::kTornTail || kind == LogEndKind::kTruncated) recompute_open_step(offset);
   end_.kind = kind;
   end_.offset = offset;
   try {
@@ -218,6 +222,30 @@ bool LogReader::finish(LogEndKind kind, std::uint64_t offset, std::string messag
   }
   position_ = size_;
   return false;
+}
+
+void LogReader::recompute_open_step(std::uint64_t end) noexcept {
+  // RATIONALE: only the tail after the last digest record is read again (the records there were checked on the
+  // first pass), so a reader pays nothing for this on a log that closed cleanly.
+  try {
+    StepDigester digester;
+    std::vector<StepDigestRecord> open;
+    for (std::uint64_t at = after_last_digest_; at + sizeof(RecordFrame) <= std::min(end, size_);) {
+      const auto frame = load<RecordFrame>(data_ + at);
+      if (frame.length < sizeof(RecordFrame) || frame.length > end - at) break;
+      std::uint64_t fixed_bytes = 0;
+      if (frame.type == static_cast<std::uint16_t>(RecordType::kCall) && fixed_part_bytes(frame, fixed_bytes).empty() &&
+          frame.length - sizeof(RecordFrame) >= fixed_bytes) {
+        digester.add(read_fixed_part<CallFields>(data_ + at + sizeof(RecordFrame), fixed_bytes), open);
+      }
+      at += frame.length;
+    }
+    digester.finish(open);
+    step_digests_.insert(step_digests_.end(), open.begin(), open.end());
+    step_digests_recomputed_ += open.size();
+  } catch (...) {
+    // Out of memory: the torn step simply has no digest.
+  }
 }
 
 std::uint64_t LogReader::end_of_data(std::uint64_t offset) const noexcept {
@@ -315,6 +343,7 @@ std::optional<bool> LogReader::decode(std::uint64_t at, const RecordFrame& frame
         return finish(LogEndKind::kCorrupt, at, "corrupt step digest record " + at_offset(at) + ": too short");
       }
       const auto digest = read_fixed_part<StepDigestRecord>(payload, fixed_bytes);
+      after_last_digest_ = at + frame.length;
       if (return_step_digests_) {
         record.offset = at;
         record.record = digest;

@@ -101,8 +101,13 @@ class LogReader {
   // step_digests() (so that readers of calls need not know the type).
   void return_step_digests(bool returned) noexcept { return_step_digests_ = returned; }
 
-  // The step digest records read so far and not handed out.
+  // The step digest records read so far and not handed out. Once the log has ended without its end marker (a torn
+  // tail or a truncation marker), the digests its writer never wrote for the calls after its last digest record
+  // follow, recomputed from those call records (step_digest.h).
   const std::vector<StepDigestRecord>& step_digests() const noexcept { return step_digests_; }
+
+  // How many of step_digests() were recomputed that way (the last ones).
+  std::uint64_t step_digests_recomputed() const noexcept { return step_digests_recomputed_; }
 
   // Records handed out by next() so far.
   std::uint64_t records_read() const noexcept { return records_read_; }
@@ -139,6 +144,11 @@ class LogReader {
   bool return_step_digests_ = false;
   std::vector<StepDigestRecord> step_digests_;  // kept, not handed out
   std::uint64_t step_digests_kept_ = 0;
+  std::uint64_t step_digests_recomputed_ = 0;
+  std::uint64_t after_last_digest_ = 0;  // offset of the first record after the last step digest record
+  // At a torn or truncated end: folds the call records between after_last_digest_ and `end` into the digests their
+  // writer did not write, and appends them to step_digests_.
+  void recompute_open_step(std::uint64_t end) noexcept;
   LogHeader header_;
   bool no_header_ = false;
   std::uint64_t position_ = 0;

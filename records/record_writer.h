@@ -186,8 +186,8 @@ class RecordWriter {
   // Pages before this offset were populated ahead of used_; UINT64_MAX when populating is off or was refused.
   std::uint64_t populated_ = 0;
   std::uint64_t records_ = 0;
-  StepDigester step_digester_;                   // guarded by mutex_
-  std::vector<StepDigestRecord> ended_steps_;    // guarded by mutex_: digests to write, reused
+  StepDigester step_digester_;                 // guarded by mutex_
+  std::vector<StepDigestRecord> ended_steps_;  // guarded by mutex_: digests to write, reused
   // Writes the digests of ended_steps_ and clears it; false when tracing stopped. Caller holds mutex_.
   bool put_ended_steps() noexcept;
   std::string path_;

@@ -24,8 +24,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <map>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <random>
 #include <thread>
@@ -163,7 +163,8 @@ CommunicatorRecord make_communicator(std::uint64_t ordinal) {
 
 struct ReadLog {
   std::vector<LogRecord> records;  // communicators and calls
-  std::vector<StepDigestRecord> digests;
+  std::vector<StepDigestRecord> digests;  // written ones, then those recomputed for a torn step
+  std::uint64_t recomputed = 0;
   LogEnd end;
   std::uint64_t unknown = 0;
 };
@@ -173,6 +174,7 @@ ReadLog read_all(LogReader& reader) {
   LogRecord record;
   while (reader.next(record)) log.records.push_back(record);
   log.digests = reader.step_digests();
+  log.recomputed = reader.step_digests_recomputed();
   log.end = reader.end();
   log.unknown = reader.unknown_records_skipped();
   return log;
@@ -428,6 +430,34 @@ TEST(StepDigest, FoldsWhatDiffComparesAndNothingElse) {
   const CallRecord next = make_call(15, arrays);
   EXPECT_NE(fold_call_input(fold_call_input(kStepDigestSeed, base), next),
             fold_call_input(fold_call_input(kStepDigestSeed, next), base));
+}
+
+// A log cut short by a crash lacks its open step's digests: the reader recomputes them from that step's call records,
+// exactly as the writer would have written them at close.
+TEST(StepDigest, TheReaderRecomputesATornStepsDigestsFromItsCalls) {
+  TempDir dir;
+  auto writer = create_or_fail({dir.path(), "run", rank_log_file_name(0)});
+  ASSERT_TRUE(writer);
+  for (std::uint64_t c = 0; c < 3; ++c) EXPECT_EQ(writer->append(make_communicator(c)), AppendStatus::kOk);
+  constexpr std::uint64_t kCalls = 47;  // steps 0-3 whole, step 4 open (7 calls on all 3 communicators)
+  for (std::uint64_t i = 0; i < kCalls; ++i) {
+    CallArrays arrays;
+    EXPECT_EQ(writer->append(make_call(i, arrays)), AppendStatus::kOk);
+  }
+  const std::vector<std::byte> killed = file_bytes(writer->path());  // as kill -9 would leave the file now
+  OpenedLog opened = LogReader::from_bytes(killed);
+  ASSERT_TRUE(opened.reader) << opened.error;
+  const ReadLog log = read_all(*opened.reader);
+  EXPECT_EQ(log.end.kind, LogEndKind::kTornTail) << log.end.message;
+  ASSERT_EQ(expected_digests(kCalls, /*before_close=*/true).size(), 12u);
+  EXPECT_EQ(log.digests, expected_digests(kCalls, /*before_close=*/false));
+  EXPECT_EQ(opened.reader->step_digests_recomputed(), 3u);
+  // A log that closed cleanly has every digest written, and nothing recomputed.
+  writer->close();
+  OpenedLog closed = LogReader::open_file(writer->path());
+  ASSERT_TRUE(closed.reader) << closed.error;
+  EXPECT_EQ(read_all(*closed.reader).digests, expected_digests(kCalls, false));
+  EXPECT_EQ(closed.reader->step_digests_recomputed(), 0u);
 }
 
 // DETNCCL_TRACE=steps: the writer folds every call into its digests but writes no call record.
@@ -1628,7 +1658,7 @@ void observe_append(void* context, AppendPoint point, std::uint64_t offset, std:
   ASSERT_TRUE(opened.reader) << opened.error;
   const ReadLog log = read_all(*opened.reader);
   const bool marker = log.end.kind == LogEndKind::kClosed || log.end.kind == LogEndKind::kTruncated;
-  const std::uint64_t seen = log.records.size() + log.digests.size() + (marker ? 1 : 0);
+  const std::uint64_t seen = log.records.size() + log.digests.size() - log.recomputed + (marker ? 1 : 0);
   EXPECT_EQ(seen, observer.complete + (published ? 1 : 0));
   if (!marker) {
     EXPECT_EQ(log.end.kind, LogEndKind::kTornTail) << log.end.message;
@@ -1690,7 +1720,7 @@ TEST(RecordWriterCrashPromise, SmallRecordsAreWholeOrAbsentAtEveryInstantOfTheir
 
 TEST(RecordWriterCrashPromise, LargeRecordsAreWholeOrAbsentAtEveryInstantOfTheirAppend) {
   const AppendObserver observer = append_observed(6, 40000);  // 320 KB of segment digests per call
-  EXPECT_EQ(observer.complete, 2u + 6u + 3u + 1u);  // and the 3 digests of step 0 at close
+  EXPECT_EQ(observer.complete, 2u + 6u + 3u + 1u);            // and the 3 digests of step 0 at close
   EXPECT_EQ(observer.instants, 4 * observer.complete);
 }
 

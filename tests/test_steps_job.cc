@@ -244,8 +244,8 @@ TEST(StepsOfAnUnmarkedJob, MarkedAgainstInferredStepsAreNotComparedSilently) {
 }
 
 // DETNCCL_TRACE=steps: logs of communicator records and step digests only.
-std::vector<detnccl::records::StepDigestRecord> read_digests(const TempDir& dir, const std::string& run_name,
-                                                             int rank, std::uint64_t* calls = nullptr) {
+std::vector<detnccl::records::StepDigestRecord> read_digests(const TempDir& dir, const std::string& run_name, int rank,
+                                                             std::uint64_t* calls = nullptr) {
   char name[32];
   std::snprintf(name, sizeof name, "/rank-%05d.dnc", rank);
   auto opened = detnccl::records::LogReader::open_file(dir.run(run_name) + name);
@@ -316,10 +316,10 @@ TEST(StepDigests, ATornLastStepIsMissingNotEqual) {
   TempDir dir;
   const std::string steps_level = "DETNCCL_TRACE=steps DETNCCL_DETERMINISTIC=1";
   run_job(dir, "full", steps_level, "--mark-steps");
-  const CommandResult killed = run("env LD_PRELOAD=" DETNCCL_SHIM_PATH " DETNCCL_DIR=" + dir.path() +
-                                   " DETNCCL_RUN=killed " + steps_level + " " DETNCCL_LAUNCHER
-                                   " --timeout 120 --grace 1 -n 4 -- " DETNCCL_UNMARKED_JOB " --iterations " +
-                                   std::to_string(kIterations) + " --mark-steps --die-rank 2 --die-iteration 5");
+  const CommandResult killed =
+      run("env LD_PRELOAD=" DETNCCL_SHIM_PATH " DETNCCL_DIR=" + dir.path() + " DETNCCL_RUN=killed " + steps_level +
+          " " DETNCCL_LAUNCHER " --timeout 120 --grace 1 -n 4 -- " DETNCCL_UNMARKED_JOB " --iterations " +
+          std::to_string(kIterations) + " --mark-steps --die-rank 2 --die-iteration 5");
   EXPECT_EQ(killed.exit_code, 128 + 9) << killed.output;
   const auto digests = read_digests(dir, "killed", 2);
   ASSERT_EQ(digests.size(), 4u) << "steps 0-3: step 4's digest is written only when step 5 begins";

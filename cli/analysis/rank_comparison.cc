@@ -289,8 +289,8 @@ class RankComparison {
     if (!a_.stream || !b_.stream) return;
     const auto& digests_a = a_.stream->step_digests();
     const auto& digests_b = b_.stream->step_digests();
-    const bool digests_only = (a_.stream->calls_read() == 0 && !digests_a.empty()) ||
-                              (b_.stream->calls_read() == 0 && !digests_b.empty());
+    const bool digests_only =
+        (a_.stream->calls_read() == 0 && !digests_a.empty()) || (b_.stream->calls_read() == 0 && !digests_b.empty());
     if (!digests_only) return;
     result_.digests_compared = true;
     using Sequence = std::vector<const records::StepDigestRecord*>;

@@ -403,21 +403,23 @@ void summarize_step_digests(RunDiff& diff) {
     // inputs differ can only come from the collectives (an origin), otherwise they may be received.
     const StepDivergence& first = *diff.first_step;
     const bool outputs_only = first.in_a && first.in_b && !first.input_differs;
-    diff.first_step->role = outputs_only && inputs_differ_somewhere ? DivergenceRole::kReceiver : DivergenceRole::kOrigin;
+    diff.first_step->role =
+        outputs_only && inputs_differ_somewhere ? DivergenceRole::kReceiver : DivergenceRole::kOrigin;
   }
   if (!compared) return;
   if (!diff.first_step) {
-    diff.notes.push_back("the logs hold step digests (DETNCCL_TRACE=steps), not call records: " +
-                         std::to_string(diff.steps_matching) +
-                         " (rank, communicator, step) digests are equal in both runs, fingerprints included");
+    diff.notes.push_back(
+        "the logs hold step digests (DETNCCL_TRACE=steps), not call records: " + std::to_string(diff.steps_matching) +
+        " (rank, communicator, step) digests are equal in both runs, fingerprints included");
     return;
   }
   for (const RankDiff& rank : diff.ranks) {
     if (rank.first_step && rank.first_step->step == diff.first_step->step) diff.first_step_ranks.push_back(rank.rank);
   }
-  diff.notes.push_back("the logs hold step digests (DETNCCL_TRACE=steps), not call records: they say which step differs "
-                       "first, not which call; trace that step in detail with " +
-                       rerun_settings(diff) + " (and the same DETNCCL_RUN names as before)");
+  diff.notes.push_back(
+      "the logs hold step digests (DETNCCL_TRACE=steps), not call records: they say which step differs "
+      "first, not which call; trace that step in detail with " +
+      rerun_settings(diff) + " (and the same DETNCCL_RUN names as before)");
 }
 
 // The compared runs' diff with everything but the notes filled; returns false (diff.error set) when they cannot
