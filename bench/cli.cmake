@@ -1,3 +1,7 @@
 # cli: throughput of `detnccl diff` and `check` on synthetic runs (records per second, peak RSS, ratio to a bare read).
 add_executable(bench_diff bench_diff.cc)
 target_link_libraries(bench_diff PRIVATE detnccl_analysis detnccl_records CLI11::CLI11 detnccl_options)
+
+# The headline case: two runs of 2,432 ranks x 800 steps at DETNCCL_TRACE=steps, one planted divergence, diff's time.
+add_executable(bench_scale bench_scale.cc)
+target_link_libraries(bench_scale PRIVATE detnccl_analysis detnccl_records CLI11::CLI11 detnccl_options)
