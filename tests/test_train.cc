@@ -20,6 +20,7 @@
 
 #include <gtest/gtest.h>
 
+#include "cli/analysis/run_diff.h"
 #include "examples/train/checkpoint.h"
 #include "examples/train/gradient_buckets.h"
 #include "examples/train/mlp.h"
@@ -607,10 +608,11 @@ struct TracedRank {
   std::unique_ptr<detnccl::records::LogReader> reader;
 };
 
-std::vector<TracedRank> traced_run(const TemporaryDirectory& dir, const std::string& run, const std::string& args) {
-  const RunResult result =
-      run_train(args, "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_DIR=" + dir.path().string() + " DETNCCL_RUN=" + run, 4,
-                "env LD_PRELOAD=" DETNCCL_SHIM_PATH);
+std::vector<TracedRank> traced_run(const TemporaryDirectory& dir, const std::string& run, const std::string& args,
+                                   const std::string& environment = "") {
+  const RunResult result = run_train(
+      args, "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_DIR=" + dir.path().string() + " DETNCCL_RUN=" + run + " " + environment,
+      4, "env LD_PRELOAD=" DETNCCL_SHIM_PATH);
   EXPECT_EQ(result.exit_code, 0) << diagnostics(result);
   std::vector<TracedRank> ranks(4);
   for (int rank = 0; rank < 4; ++rank) {
@@ -670,6 +672,30 @@ TEST(TrainJob, TracedCallsCarryStepsAndShowThePerturbationAsAnInputDivergence) {
         << "rank " << rank;
     EXPECT_NE(base[rank].calls[first].output_fingerprint, perturbed[rank].calls[first].output_fingerprint);
   }
+}
+
+// The broad trace (DETNCCL_TRACE=steps: one digest pair per communicator and step, no call records) finds the
+// perturbation's rank and step: at step 3 only rank 1's inputs differ (every rank's outputs do).
+TEST(TrainJob, AStepsLevelTraceFindsThePerturbationsRankAndStep) {
+  const TemporaryDirectory dir;
+  const auto base = traced_run(dir, "base", "--quiet --steps 6", "DETNCCL_TRACE=steps");
+  const auto perturbed =
+      traced_run(dir, "perturbed", "--quiet --steps 6 --perturb-rank 1 --perturb-step 3", "DETNCCL_TRACE=steps");
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_TRUE(base[rank].calls.empty()) << "no call records at the steps level";
+    ASSERT_TRUE(base[rank].reader);
+    EXPECT_EQ(base[rank].reader->step_digests().size(), 6u) << "one communicator, six steps";
+  }
+  namespace analysis = detnccl::analysis;
+  const analysis::RunDiff diff =
+      analysis::diff_runs(analysis::list_run(dir / "base"), analysis::list_run(dir / "perturbed"), {});
+  ASSERT_TRUE(diff.error.empty()) << diff.error;
+  ASSERT_TRUE(diff.first_step.has_value());
+  EXPECT_EQ(diff.first_step->rank, 1u);
+  EXPECT_EQ(diff.first_step->step, 3u);
+  EXPECT_TRUE(diff.first_step->input_differs);
+  EXPECT_EQ(diff.first_step_ranks, (std::vector<std::uint32_t>{0, 1, 2, 3})) << "every rank's outputs differ there";
+  EXPECT_EQ(analysis::rerun_settings(diff), "DETNCCL_TRACE=hash DETNCCL_STEPS=3 DETNCCL_RANKS=0-3");
 }
 
 TEST(TrainJob, TracedResumedRunMatchesFromItsFirstStep) {
