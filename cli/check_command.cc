@@ -84,7 +84,10 @@ int check_command(const CheckCommandOptions& options) {
                               " collectives and " + std::to_string(result.point_to_point_pairs) +
                               " send/recv pairs matched, " + std::to_string(result.content_checks) +
                               " content relations checked";
-    if (result.undecided()) {
+    if (result.undecided() && result.digests_only && result.truncated_ranks.empty()) {
+      std::cout << style.warn("UNDECIDED") << ": the logs hold step digests only (DETNCCL_TRACE=steps): no call "
+                << "records to match across ranks; " << scope << "\n";
+    } else if (result.undecided()) {
       std::cout << style.warn("UNDECIDED") << ": no inconsistency in what the ranks recorded, but the truncated log"
                 << (result.truncated_ranks.size() > 1 ? "s of ranks " : " of rank ")
                 << analysis::rank_list(result.truncated_ranks) << " hide"

@@ -299,6 +299,11 @@ TEST(StepDigests, AreEqualOnIdenticalRunsAndDifferExactlyAtThePerturbedStep) {
   EXPECT_NE(text.output.find("trace it      DETNCCL_TRACE=hash DETNCCL_STEPS=7 DETNCCL_RANKS=1"), std::string::npos)
       << text.output;
 
+  // check matches calls across ranks: logs of digests only leave it nothing to check, and it says so (exit 2).
+  const CommandResult check = run(DETNCCL_CLI " check " + dir.run("a"));
+  EXPECT_EQ(check.exit_code, 2) << check.output;
+  EXPECT_NE(check.output.find("UNDECIDED: the logs hold step digests only"), std::string::npos) << check.output;
+
   // The settings diff names find the call: the AllReduce of bucket 0 on rank 1, its input.
   run_job(dir, "a7", "DETNCCL_DETERMINISTIC=1 DETNCCL_TRACE=hash DETNCCL_STEPS=7 DETNCCL_RANKS=1", "--mark-steps");
   run_job(dir, "c7", "DETNCCL_DETERMINISTIC=1 DETNCCL_TRACE=hash DETNCCL_STEPS=7 DETNCCL_RANKS=1",

@@ -580,6 +580,14 @@ CheckResult check_run(const RunLogs& run, const CheckOptions& options) {
           (ranks_with_unknown_records.size() == 1 ? " " : "s ") + rank_list(ranks_with_unknown_records) +
           "; written by a newer detnccl?): what they hold was not checked");
     }
+    bool any_digests = false;
+    for (std::size_t i = 0; i < n; ++i) any_digests = any_digests || !streams[i]->step_digests().empty();
+    if (result.calls == 0 && any_digests) {
+      result.digests_only = true;
+      result.notes.push_back(
+          "the logs hold step digests only (DETNCCL_TRACE=steps), no call records: check matches calls across ranks, "
+          "so nothing was checked; compare two runs with detnccl diff, or trace with DETNCCL_TRACE=hash to check");
+    }
     for (std::size_t i = 0; i < n; ++i) {
       const records::LogEnd& end = streams[i]->end();
       if (end.kind != records::LogEndKind::kClosed) {

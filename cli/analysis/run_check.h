@@ -90,11 +90,14 @@ struct CheckResult {
   // Records of types this detnccl does not know, skipped (a newer detnccl of the same format version wrote them):
   // whatever they hold was not checked. A note names the ranks.
   std::uint64_t unknown_records = 0;
+  // The logs hold step digests but no call record (DETNCCL_TRACE=steps): there is nothing to match across ranks.
+  bool digests_only = false;
 
   // Whether the run passed every check.
   bool clean() const noexcept { return finding_counts.empty(); }
-  // No finding in what the ranks recorded, but a truncated log hides the rest: no verdict (exit status 2).
-  bool undecided() const noexcept { return clean() && !truncated_ranks.empty(); }
+  // No finding in what the ranks recorded, but a truncated log hides the rest, or nothing could be checked (logs of
+  // step digests only): no verdict (exit status 2).
+  bool undecided() const noexcept { return clean() && (!truncated_ranks.empty() || digests_only); }
 };
 
 // Checks one run. Never throws.
