@@ -422,8 +422,8 @@ int diff_command(const DiffCommandOptions& options) {
                      {"comm_id", hex(s.comm_id)},
                      {"in_a", s.in_a},
                      {"in_b", s.in_b},
-                     {"calls_a", s.calls_a},
-                     {"calls_b", s.calls_b},
+                     {"calls_a", s.a.calls},
+                     {"calls_b", s.b.calls},
                      {"input_differs", s.input_differs},
                      {"output_differs", s.output_differs}};
         out["first_step_divergence"] = step;

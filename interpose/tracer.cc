@@ -29,6 +29,7 @@ std::atomic<bool> g_step_marked{false};
 // The step the PyTorch hook reports (detnccl_set_optimizer_step): below a job's own marks.
 std::atomic<std::uint64_t> g_optimizer_step{0};
 std::atomic<bool> g_optimizer_marked{false};
+std::atomic<bool> g_optimizer_past_zero{false};  // it reported a step above 0 (for the exit's step-window warning)
 
 struct GroupState {
   int depth = 0;
@@ -49,9 +50,6 @@ thread_local ThreadState t_thread;
 // RATIONALE: not inlined, so that a traced call keeps the address in a register: GCC recomputes the address of an
 // inlined thread_local (a call into the dynamic linker, in a shared library) at every use.
 [[gnu::noinline]] ThreadState& thread_state() noexcept { return t_thread; }
-
-// The highest step stamped on a record so far (for the exit's warning about the step window).
-std::atomic<std::uint64_t> g_highest_step{0};
 
 // The step of a call, and where it came from, by precedence: the job's own marks (detnccl_set_step), then
 // DETNCCL_STEP_BOUNDARY, then the PyTorch hook's optimizer steps, then the call pattern (steps/step_inference.h).
@@ -91,9 +89,6 @@ void stamp_step(Process& process, const Communicator& communicator, records::Cal
       fields.step = 0;
     }
   }
-  std::uint64_t highest = g_highest_step.load(std::memory_order_relaxed);
-  while (fields.step > highest && !g_highest_step.compare_exchange_weak(highest, fields.step)) {
-  }
 }
 
 // A traced call before it runs: numbered, its inputs fingerprinted (before NCCL can change them). nullopt when the
@@ -121,8 +116,6 @@ std::optional<PendingCall> begin_call(const CallShape& shape, ThreadState& threa
     fields.comm_ordinal = communicator->ordinal;
     fields.comm_seq = communicator->calls.fetch_add(1);
     fields.count = shape.count;
-    // RATIONALE: the mark is read first (acquire, set_step publishes it with release): a call that sees it marked sees
-    // the step that came with it. A plain load on x86.
     fields.group_id = thread.group.depth > 0 ? thread.group.group_id : 0;
     fields.op = shape.op;
     fields.datatype = static_cast<std::uint16_t>(shape.datatype);
@@ -225,14 +218,19 @@ void set_step(std::uint64_t step) noexcept {
 void set_optimizer_step(std::uint64_t step) noexcept {
   g_optimizer_step.store(step, std::memory_order_relaxed);
   g_optimizer_marked.store(true, std::memory_order_release);
+  if (step != 0) g_optimizer_past_zero.store(true, std::memory_order_relaxed);
 }
 
 std::string step_window_warning(Process& process) {
   const config::Config& config = process.config;
   // RATIONALE: a job that marks its steps chose them (all of them 0, perhaps): nothing to say.
-  if (config.trace < config::TraceLevel::kSteps || config.steps.is_everything() || g_step_marked.load() ||
-      g_highest_step.load(std::memory_order_relaxed) != 0) {
-    return {};
+  if (config.trace < config::TraceLevel::kSteps || config.steps.is_everything() || g_step_marked.load()) return {};
+  const bool by_optimizer =
+      config.step_inference == config::StepInferenceMode::kAuto && !config.step_boundary.enabled();
+  if (by_optimizer && g_optimizer_past_zero.load()) return {};
+  {
+    std::lock_guard lock(process.step_mutex);
+    if (process.step_inference.step() != 0) return {};
   }
   std::string why;
   if (config.step_inference == config::StepInferenceMode::kOff) {
@@ -251,7 +249,6 @@ void steps_start_over_in_child(Process& process) noexcept {
     process.step_inference = steps::StepInference(process.config.step_boundary);
   } catch (...) {
   }
-  g_highest_step.store(0, std::memory_order_relaxed);
 }
 
 std::uint64_t open_group_of_this_thread() noexcept {

@@ -77,8 +77,9 @@ class StepInference {
   // learning.
   std::size_t template_length() const noexcept { return template_.size(); }
   std::uint64_t setup_calls() const noexcept { return setup_calls_; }
-  // Calls numbered so far.
+  // Calls numbered so far, and the step of the last one.
   std::uint64_t calls() const noexcept { return calls_; }
+  std::uint64_t step() const noexcept { return step_; }
 
  private:
   std::uint64_t learn(std::uint64_t signature);

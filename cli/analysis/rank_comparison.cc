@@ -321,8 +321,8 @@ class RankComparison {
         // RATIONALE: at a step one run has and the other does not, only that run's digest is "there".
         divergence.in_a = x != nullptr && x->step == divergence.step;
         divergence.in_b = y != nullptr && y->step == divergence.step;
-        if (divergence.in_a) divergence.calls_a = x->calls, divergence.a = *x;
-        if (divergence.in_b) divergence.calls_b = y->calls, divergence.b = *y;
+        if (divergence.in_a) divergence.a = *x;
+        if (divergence.in_b) divergence.b = *y;
         if (divergence.in_a && divergence.in_b) {
           divergence.input_differs = x->calls != y->calls || x->input_digest != y->input_digest;
           divergence.output_differs = x->output_digest != y->output_digest;

@@ -112,9 +112,7 @@ struct StepDivergence {
   std::uint64_t comm_id = 0;  // from run A's communicator record (B's when A has none); 0 when unknown
   bool in_a = false;          // run A has a digest for it (else its log ends before: a torn or shorter run)
   bool in_b = false;
-  std::uint64_t calls_a = 0;  // calls folded into each run's digests
-  std::uint64_t calls_b = 0;
-  records::StepDigestRecord a;  // each run's digest record (when in_a / in_b)
+  records::StepDigestRecord a;  // each run's digest record (when in_a / in_b; zeros otherwise)
   records::StepDigestRecord b;
   // What differs when both runs have the step: the calls' metadata or inputs (the compute before them, or data from
   // another rank), or only their results and outputs (the collectives themselves).
