@@ -79,6 +79,7 @@ struct DiffCommandOptions {
   std::optional<std::uint64_t> from_step;
   std::optional<std::uint64_t> to_step;
   StepNumberingArguments step_numbering;  // --infer-steps, --step-boundary (cli/step_numbering_options.h)
+  bool all_records = false;               // --all-records: no step-index shortcut
   bool json = false;
   bool verbose = false;
   unsigned threads = 0;

@@ -123,6 +123,10 @@ json rank_json(const RankDiff& rank) {
               {"end_b", end_name(rank.end_b, rank.no_header_b)},
               {"unknown_records_a", rank.unknown_records_a},
               {"unknown_records_b", rank.unknown_records_b}};
+  out["calls_read"] = rank.calls_read;
+  out["calls_matched_by_digest"] = rank.calls_matched_by_digest;
+  out["calls_not_read"] = rank.calls_not_read;
+  out["read_through_step"] = rank.read_through_step ? json(*rank.read_through_step) : json(nullptr);
   if (rank.late_start_a) out["late_start_a"] = *rank.late_start_a;
   if (rank.late_start_b) out["late_start_b"] = *rank.late_start_b;
   out["first"] = rank.first ? divergence_json(*rank.first) : json(nullptr);
@@ -374,6 +378,7 @@ int diff_command(const DiffCommandOptions& options) {
   diff_options.from_step = options.from_step;
   diff_options.to_step = options.to_step;
   diff_options.step_numbering = step_numbering_of(options.step_numbering);
+  diff_options.use_step_index = !options.all_records;
   diff_options.threads = options.threads;
   diff_options.ranks_done = &done;
   RunDiff diff;
@@ -412,6 +417,20 @@ int diff_command(const DiffCommandOptions& options) {
                              {"b", analysis::step_source_names(diff.step_sources_b)}};
       out["steps_comparable"] = diff.steps_comparable;
       out["steps_matching"] = diff.steps_matching;
+      {
+        json shortcut = {{"ranks", 0}, {"calls_read", 0}, {"calls_matched_by_digest", 0}, {"calls_not_read", 0}};
+        std::optional<std::uint64_t> read_through;
+        for (const RankDiff& rank : diff.ranks) {
+          shortcut["ranks"] = shortcut["ranks"].get<std::uint64_t>() + (rank.digest_shortcut ? 1 : 0);
+          shortcut["calls_read"] = shortcut["calls_read"].get<std::uint64_t>() + rank.calls_read;
+          shortcut["calls_matched_by_digest"] =
+              shortcut["calls_matched_by_digest"].get<std::uint64_t>() + rank.calls_matched_by_digest;
+          shortcut["calls_not_read"] = shortcut["calls_not_read"].get<std::uint64_t>() + rank.calls_not_read;
+          if (rank.read_through_step) read_through = rank.read_through_step;
+        }
+        shortcut["read_through_step"] = read_through ? json(*read_through) : json(nullptr);
+        out["step_index"] = shortcut;
+      }
       if (diff.first_step) {
         const analysis::StepDivergence& s = *diff.first_step;
         json step = {{"rank", s.rank},
@@ -460,6 +479,9 @@ CommandRun add_diff_arguments(CLI::App& app) {
       ->check(kStepNumber);
   app.add_option("--to-step", options->to_step, "Compare only calls of steps <= K")->check(kStepNumber);
   add_step_numbering_options(app, options->step_numbering);
+  app.add_flag("--all-records", options->all_records,
+               "Read and compare every call record, not only those from each rank's first step whose step digests "
+               "differ (slower; the counts of matching and differing calls then cover every call)");
   add_report_options(app, *options, "List every rank and receiver");
   return [options] {
     if (options->from_step && options->to_step && *options->from_step > *options->to_step) {

@@ -2,7 +2,9 @@
 //
 // Beyond "no crash, no sanitizer report", it checks what log_reader.h promises: records come out at increasing
 // offsets inside the input, each at least one frame long; the reader always ends with a verdict and a message; and
-// every decoded span lies inside the reader's copy (touched here so that ASan sees a read past it).
+// every decoded span lies inside the reader's copy (touched here so that ASan sees a read past it). Then the step
+// index: whatever offsets the bytes state, it names entries and records inside the log, and reading from a group it
+// names ends.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -73,5 +75,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   // Reading on after the end hands out nothing more.
   require(!reader.next(record));
+
+  // The step index (read from the end, through offsets the bytes state), and reads from each group it names.
+  auto indexed = LogReader::from_bytes(std::as_bytes(std::span(data, size)));
+  if (!indexed.reader) return 0;
+  const auto index = indexed.reader->read_step_index();
+  if (!index) return 0;
+  require(index->end_offset < size);
+  require(index->communicators.size() == index->communicator_offsets.size());
+  for (const auto& pair : index->pairs) require(pair.entry < index->entries.size());
+  for (std::size_t i = 0; i < index->entries.size() && i < 8; ++i) {
+    require(index->entries[i].group_offset < index->end_offset);
+    auto reader_at = LogReader::from_bytes(std::as_bytes(std::span(data, size)));
+    if (!reader_at.reader || !reader_at.reader->seek(index->entries[i].group_offset)) continue;
+    std::uint64_t after = 0;
+    while (reader_at.reader->next(record)) {
+      require(record.offset >= index->entries[i].group_offset && record.offset + sizeof(RecordFrame) <= size);
+      if (++after > size) std::abort();  // every record takes bytes: the reading ends
+    }
+    require(reader_at.reader->end().kind != LogEndKind::kNotReached);
+  }
   return 0;
 }

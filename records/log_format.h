@@ -142,6 +142,7 @@ enum class RecordType : std::uint16_t {
   kTruncated = 3,     // tracing stopped early (disk full, write error): TruncationRecord; nothing follows
   kEnd = 4,           // the writer closed the log cleanly: EndRecord; nothing follows
   kStepDigest = 5,    // one communicator's calls of one step, folded into a digest: StepDigestRecord (version 2)
+  kStepIndex = 6,     // where each step's calls start, with their digests and counters: StepIndexFields (version 2)
 };
 
 // The checksum of a record: XXH3-64 of the payload (padding included), seeded with length, type and fixed_bytes.
@@ -163,6 +164,8 @@ constexpr std::uint32_t version_1_fixed_bytes(RecordType type) noexcept {
       return 16;
     case RecordType::kStepDigest:
       return 40;  // new in version 2: the least a record may state
+    case RecordType::kStepIndex:
+      return 24;  // likewise
   }
   return 0;
 }
@@ -376,9 +379,59 @@ struct TruncationRecord {
 struct EndRecord {
   std::uint64_t records_written = 0;  // records before this one
   std::uint64_t end_time_ns = 0;      // wall clock at close, ns since the epoch
+  // Appended in version 2 (absent: 0): the offset of the log's last step index record, 0 when it has none.
+  std::uint64_t step_index_offset = 0;
   friend bool operator==(const EndRecord&, const EndRecord&) = default;
 };
-static_assert(sizeof(EndRecord) == 16);
+static_assert(sizeof(EndRecord) == 24);
+
+// A step index record (type 6): written only in logs with call records, every kStepIndexChunkEntries step digests
+// and at close, so that a reader can find each step's calls without reading the calls before them. Its fixed part,
+// then entry_count StepIndexEntry, pair_count StepIndexPair and communicator_count u64 offsets of communicator records
+// (those written since the previous index record). The records chain backwards from EndRecord::step_index_offset.
+struct StepIndexFields {
+  std::uint64_t previous_offset = 0;  // the previous step index record's offset; 0 for the first
+  std::uint32_t entry_count = 0;
+  std::uint32_t pair_count = 0;
+  std::uint32_t communicator_count = 0;
+  std::uint32_t reserved = 0;
+};
+static_assert(sizeof(StepIndexFields) == 24);
+
+// One communicator's calls of one step (what its StepDigestRecord says), where they start, and the counts a reader
+// needs to number them as if it had read every call before them. Entries are in log order: those of one group of
+// consecutive calls of one step share group_offset, sorted by comm_ordinal.
+struct StepIndexEntry {
+  std::uint64_t comm_ordinal = 0;
+  std::uint64_t step = 0;
+  std::uint64_t calls = 0;
+  std::uint64_t input_digest = 0;
+  std::uint64_t output_digest = 0;
+  std::uint64_t group_offset = 0;         // offset of the first call record of the step's group (any communicator)
+  std::uint64_t fingerprinted_calls = 0;  // calls with an input or an output fingerprint
+  std::uint64_t collectives_before = 0;   // collectives (not Send/Recv) on the communicator before the group
+  std::uint64_t first_comm_seq = 0;       // comm_seq of the communicator's first call in the group
+  std::uint64_t step_sources = 0;         // bit 1 << StepSource of each of its calls' step sources
+  friend bool operator==(const StepIndexEntry&, const StepIndexEntry&) = default;
+};
+static_assert(sizeof(StepIndexEntry) == 80);
+
+// A Send/Recv pair with calls in a group: how many calls of that op to or from that peer its communicator had before
+// the group (what makes the k-th Send on one rank the partner of the k-th Recv on the other).
+struct StepIndexPair {
+  std::uint32_t entry = 0;  // the StepIndexEntry of its communicator and group: index in the same record
+  std::int32_t peer = -1;
+  std::uint32_t op = 0;  // OpId
+  std::uint32_t reserved = 0;
+  std::uint64_t count_before = 0;
+  friend bool operator==(const StepIndexPair&, const StepIndexPair&) = default;
+};
+static_assert(sizeof(StepIndexPair) == 24);
+
+// Step index entries a writer gathers before writing a step index record (80 bytes each: about 80 KiB). RATIONALE:
+// small enough that the shim's memory stays flat within a few hundred KiB, large enough that a reader follows few
+// records (800 steps of 3 communicators: 3 records).
+inline constexpr std::uint32_t kStepIndexChunkEntries = 1024;
 
 // Every fixed part keeps its version-1 fields where they were, is a whole number of 8-byte words (so what follows
 // it is aligned) and fits RecordFrame::fixed_bytes.
@@ -391,6 +444,7 @@ static_assert(is_valid_fixed_part<CommunicatorRecord>(RecordType::kCommunicator)
 static_assert(is_valid_fixed_part<CallFields>(RecordType::kCall));
 static_assert(is_valid_fixed_part<TruncationFields>(RecordType::kTruncated));
 static_assert(is_valid_fixed_part<EndRecord>(RecordType::kEnd));
+static_assert(is_valid_fixed_part<StepIndexFields>(RecordType::kStepIndex));
 static_assert(sizeof(FileHeaderFixed) >= kVersion1HeaderFixedBytes && sizeof(FileHeaderFixed) % 8 == 0);
 
 }  // namespace detnccl::records

@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "records/step_digest.h"
+#include "records/step_index.h"
 
 namespace detnccl::records {
 namespace {
@@ -207,6 +208,7 @@ std::string LogReader::read_header() {
     offset += length;
   }
   position_ = fixed.header_bytes;
+  header_bytes_ = position_;
   after_last_digest_ = position_;
   return {};
 }
@@ -297,7 +299,7 @@ std::optional<bool> LogReader::decode(std::uint64_t at, const RecordFrame& frame
     return finish(LogEndKind::kCorrupt, at, "corrupt record " + at_offset(at) + ": " + problem);
   }
   const auto n_records = [this] {
-    const std::uint64_t n = records_read_ + unknown_skipped_ + step_digests_kept_;
+    const std::uint64_t n = records_read_ + unknown_skipped_ + step_digests_kept_ + index_records_;
     return std::to_string(n) + (n == 1 ? " record" : " records");
   };
   // What follows a fixed part starts at fixed_bytes, whatever the size of the fixed part this reader knows.
@@ -373,17 +375,146 @@ std::optional<bool> LogReader::decode(std::uint64_t at, const RecordFrame& frame
     case RecordType::kEnd: {
       if (payload_bytes < fixed_bytes) return finish(LogEndKind::kCorrupt, at, "corrupt end marker " + at_offset(at));
       end_.end_marker = read_fixed_part<EndRecord>(payload, fixed_bytes);
-      if (end_.end_marker.records_written != records_read_ + unknown_skipped_ + step_digests_kept_) {
+      if (!seeked_ && end_.end_marker.records_written != records_read_ + unknown_skipped_ + step_digests_kept_ + index_records_) {
         return finish(LogEndKind::kCorrupt, at,
                       "the end marker " + at_offset(at) + " counts " + std::to_string(end_.end_marker.records_written) +
-                          " records, but " + std::to_string(records_read_ + unknown_skipped_ + step_digests_kept_) +
+                          " records, but " + std::to_string(records_read_ + unknown_skipped_ + step_digests_kept_ + index_records_) +
                           " were read");
       }
       return finish(LogEndKind::kClosed, at, "the log was closed cleanly after " + n_records());
     }
+    case RecordType::kStepIndex:
+      // For read_step_index(); a reader of the records passes it by.
+      ++index_records_;
+      return std::nullopt;
   }
   ++unknown_skipped_;
   return std::nullopt;
+}
+
+std::optional<LogReader::RawRecord> LogReader::record_at(std::uint64_t offset, RecordType type) const noexcept {
+  if (offset < header_bytes_ || offset % kRecordAlignment != 0 || offset > size_ ||
+      size_ - offset < sizeof(RecordFrame)) {
+    return std::nullopt;
+  }
+  const auto frame = load<RecordFrame>(data_ + offset);
+  if (frame.type != static_cast<std::uint16_t>(type) || frame.length < sizeof(RecordFrame) ||
+      frame.length % kRecordAlignment != 0 || frame.length > kMaxRecordBytes || frame.length > size_ - offset) {
+    return std::nullopt;
+  }
+  const std::byte* payload = data_ + offset + sizeof(RecordFrame);
+  const std::uint64_t payload_bytes = frame.length - sizeof(RecordFrame);
+  if (record_checksum(frame.length, frame.type, frame.fixed_bytes, payload, payload_bytes) != frame.checksum) {
+    return std::nullopt;
+  }
+  std::uint64_t fixed_bytes = 0;
+  try {
+    if (!fixed_part_bytes(frame, fixed_bytes).empty() || fixed_bytes > payload_bytes) return std::nullopt;
+  } catch (...) {
+    return std::nullopt;
+  }
+  return RawRecord{payload, payload_bytes, fixed_bytes};
+}
+
+std::optional<StepIndex> LogReader::read_step_index(std::string* problem) const noexcept {
+  const auto fail = [problem](const char* why) -> std::optional<StepIndex> {
+    if (problem != nullptr) {
+      try {
+        *problem = why;
+      } catch (...) {
+      }
+    }
+    return std::nullopt;
+  };
+  if (header_.format_version < 2 || size_ < header_bytes_ + sizeof(RecordFrame) + sizeof(EndRecord)) {
+    return std::nullopt;
+  }
+  // RATIONALE: the writer cuts the file after its end marker, the log's last record; its length is not known from
+  // the end, so the few offsets it can start at are tried, each one checked by its checksum.
+  constexpr std::uint64_t kEndSearchBytes = 4096;
+  std::optional<RawRecord> end;
+  std::uint64_t end_offset = 0;
+  for (std::uint64_t at = (size_ - sizeof(RecordFrame) - 16) / kRecordAlignment * kRecordAlignment;
+       at >= header_bytes_ && size_ - at <= kEndSearchBytes; at -= kRecordAlignment) {
+    if (load<RecordFrame>(data_ + at).length == size_ - at && (end = record_at(at, RecordType::kEnd))) {
+      end_offset = at;
+      break;
+    }
+    if (at < kRecordAlignment) break;
+  }
+  if (!end) return std::nullopt;  // torn or truncated: no index to trust
+  try {
+    StepIndex index;
+    index.end_marker = read_fixed_part<EndRecord>(end->payload, end->fixed_bytes);
+    index.end_offset = end_offset;
+    if (index.end_marker.step_index_offset == 0) return std::nullopt;
+    // The index records, last first: each one's previous_offset must be earlier, so the walk ends.
+    std::vector<StepIndexChunk> chunks;
+    std::uint64_t entries = 0;
+    for (std::uint64_t at = index.end_marker.step_index_offset; at != 0;) {
+      if (at >= end_offset) return fail("a step index record is not before the end marker");
+      const std::optional<RawRecord> raw = record_at(at, RecordType::kStepIndex);
+      if (!raw) return fail("a step index record is damaged or missing");
+      const auto fields = read_fixed_part<StepIndexFields>(raw->payload, raw->fixed_bytes);
+      const std::uint64_t bytes = std::uint64_t{fields.entry_count} * sizeof(StepIndexEntry) +
+                                  std::uint64_t{fields.pair_count} * sizeof(StepIndexPair) +
+                                  std::uint64_t{fields.communicator_count} * 8;
+      if (bytes > raw->payload_bytes - raw->fixed_bytes) return fail("a step index record's counts exceed its length");
+      StepIndexChunk chunk;
+      const std::byte* array = raw->payload + raw->fixed_bytes;
+      chunk.entries.resize(fields.entry_count);
+      std::memcpy(chunk.entries.data(), array, chunk.entries.size() * sizeof(StepIndexEntry));
+      array += chunk.entries.size() * sizeof(StepIndexEntry);
+      chunk.pairs.resize(fields.pair_count);
+      std::memcpy(chunk.pairs.data(), array, chunk.pairs.size() * sizeof(StepIndexPair));
+      array += chunk.pairs.size() * sizeof(StepIndexPair);
+      chunk.communicator_offsets.resize(fields.communicator_count);
+      std::memcpy(chunk.communicator_offsets.data(), array, chunk.communicator_offsets.size() * 8);
+      entries += chunk.entries.size();
+      chunks.push_back(std::move(chunk));
+      if (fields.previous_offset >= at) return fail("the step index records do not chain backwards");
+      at = fields.previous_offset;
+    }
+    index.entries.reserve(entries);
+    for (auto chunk = chunks.rbegin(); chunk != chunks.rend(); ++chunk) {
+      const auto base = static_cast<std::uint32_t>(index.entries.size());
+      for (StepIndexPair pair : chunk->pairs) {
+        if (pair.entry >= chunk->entries.size() || (!index.pairs.empty() && pair.entry + base < index.pairs.back().entry)) {
+          return fail("a step index pair names no entry of its record");
+        }
+        pair.entry += base;
+        index.pairs.push_back(pair);
+      }
+      std::uint64_t previous_group = index.entries.empty() ? header_bytes_ : index.entries.back().group_offset;
+      for (const StepIndexEntry& entry : chunk->entries) {
+        if (entry.group_offset < previous_group || entry.group_offset >= end_offset ||
+            entry.group_offset % kRecordAlignment != 0 || entry.calls == 0) {
+          return fail("a step index entry's offset or call count is impossible");
+        }
+        previous_group = entry.group_offset;
+        index.entries.push_back(entry);
+      }
+      for (const std::uint64_t offset : chunk->communicator_offsets) {
+        const std::optional<RawRecord> raw = record_at(offset, RecordType::kCommunicator);
+        if (!raw || offset >= end_offset) return fail("a communicator record the step index names is damaged");
+        index.communicators.push_back(read_fixed_part<CommunicatorRecord>(raw->payload, raw->fixed_bytes));
+        index.communicator_offsets.push_back(offset);
+      }
+    }
+    return index;
+  } catch (...) {
+    return fail("out of memory reading the step index");
+  }
+}
+
+bool LogReader::seek(std::uint64_t offset) noexcept {
+  if (end_.kind != LogEndKind::kNotReached || offset < header_bytes_ || offset > size_ ||
+      offset % kRecordAlignment != 0) {
+    return false;
+  }
+  position_ = offset;
+  seeked_ = true;
+  return true;
 }
 
 bool LogReader::next(LogRecord& record) noexcept {
@@ -394,12 +525,12 @@ bool LogReader::next(LogRecord& record) noexcept {
       const std::uint64_t left = size_ - at;
       // "1 record", "2 records".
       const auto n_records = [this] {
-        const std::uint64_t n = records_read_ + unknown_skipped_ + step_digests_kept_;
+        const std::uint64_t n = records_read_ + unknown_skipped_ + step_digests_kept_ + index_records_;
         return std::to_string(n) + (n == 1 ? " record" : " records");
       };
       // "the 1 record before it is complete", "the 2 records before it are complete".
       const auto before = [this, &n_records] {
-        return n_records() + (records_read_ + unknown_skipped_ + step_digests_kept_ == 1 ? " before it is complete"
+        return n_records() + (records_read_ + unknown_skipped_ + step_digests_kept_ + index_records_ == 1 ? " before it is complete"
                                                                                          : " before it are complete");
       };
       if (left == 0 || (left < sizeof(RecordFrame) && zeros_from(at))) {

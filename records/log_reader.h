@@ -56,6 +56,16 @@ struct LogRecord {
 
 class LogReader;
 
+// A log's step index (step_index.h), as LogReader::read_step_index() finds it.
+struct StepIndex {
+  std::vector<StepIndexEntry> entries;  // log order
+  std::vector<StepIndexPair> pairs;     // StepIndexPair::entry indexes entries; in entry order
+  std::vector<CommunicatorRecord> communicators;  // every communicator record of the log, in log order
+  std::vector<std::uint64_t> communicator_offsets;  // their offsets
+  EndRecord end_marker;
+  std::uint64_t end_offset = 0;  // the end marker's offset
+};
+
 // What open_file() and from_bytes() return: a reader, or why the log cannot be read (bad magic, other byte order,
 // newer version, damaged header...).
 struct OpenedLog {
@@ -109,11 +119,25 @@ class LogReader {
   // How many of step_digests() were recomputed that way (the last ones).
   std::uint64_t step_digests_recomputed() const noexcept { return step_digests_recomputed_; }
 
+  // The step index of a log its writer closed cleanly (an end marker at the file's end that names its last step
+  // index record), read without reading the calls: the end marker is found from the file's end, the index records
+  // from it. nullopt when the log has none (a torn or truncated log, an older writer, DETNCCL_TRACE=steps) or when
+  // it is damaged (`problem`, when given, then says why): the log is then read from its start. Does not move next().
+  std::optional<StepIndex> read_step_index(std::string* problem = nullptr) const noexcept;
+
+  // Moves next() to the record at offset, a group_offset of this log's step index: next() goes on from there (the
+  // end marker's record count is then not checked: records were skipped). False, nothing changed, for an offset that
+  // is not 8-byte aligned within the log's records, or once the log has ended.
+  bool seek(std::uint64_t offset) noexcept;
+
   // Records handed out by next() so far.
   std::uint64_t records_read() const noexcept { return records_read_; }
 
   // Records of unknown types skipped (written by a newer detnccl of the same format version).
   std::uint64_t unknown_records_skipped() const noexcept { return unknown_skipped_; }
+
+  // Step index records next() passed by (read_step_index() reads them).
+  std::uint64_t step_index_records_passed() const noexcept { return index_records_; }
 
  private:
   LogReader() = default;
@@ -142,6 +166,17 @@ class LogReader {
   std::uint64_t released_ = 0;       // mapped bytes before this offset were given back (a multiple of the page size)
   std::vector<std::uint64_t> copy_;  // when reading bytes: aligned storage
   bool return_step_digests_ = false;
+  bool seeked_ = false;                 // seek() skipped records: the end marker's count is not checked
+  std::uint64_t index_records_ = 0;     // step index records passed by next()
+  std::uint64_t header_bytes_ = 0;      // where the first record starts
+  // The checksummed record of `type` at offset whose fixed part is at least `least` bytes: its payload and fixed
+  // part's length, or nullopt (out of the log, bad frame or checksum, other type).
+  struct RawRecord {
+    const std::byte* payload;
+    std::uint64_t payload_bytes;
+    std::uint64_t fixed_bytes;
+  };
+  std::optional<RawRecord> record_at(std::uint64_t offset, RecordType type) const noexcept;
   std::vector<StepDigestRecord> step_digests_;  // kept, not handed out
   std::uint64_t step_digests_kept_ = 0;
   std::uint64_t step_digests_recomputed_ = 0;

@@ -478,6 +478,13 @@ AppendStatus RecordWriter::append(const CommunicatorRecord& record) noexcept {
     std::lock_guard lock(mutex_);
     if (stopped_.load(std::memory_order_relaxed)) return AppendStatus::kStopped;
     if (reserve(kLength)) {
+      if (options_.write_calls && !index_off_) {
+        try {
+          step_index_.communicator(used_);
+        } catch (...) {
+          index_off_ = true;  // out of memory: the log simply has no step index
+        }
+      }
       put_record(RecordType::kCommunicator, &record, sizeof(record), {}, kLength);
       ++records_;
       appended = true;
@@ -525,11 +532,21 @@ AppendStatus RecordWriter::append(const CallRecord& record) noexcept {
     // each step's digests once all of its calls are behind it.
     try {
       step_digester_.add(fields, ended_steps_);
+      if (options_.write_calls && !index_off_) step_index_.step_ended(ended_steps_);
     } catch (...) {
       ended_steps_.clear();  // out of memory: this step's digest is not written (a reader recomputes it)
+      index_off_ = true;
     }
     if (put_ended_steps() && !options_.write_calls) return status;
+    if (!index_off_ && step_index_.chunk_due()) put_step_index();
     if (!stopped_.load(std::memory_order_relaxed) && reserve(length)) {
+      if (!index_off_) {
+        try {
+          step_index_.call(fields, used_);
+        } catch (...) {
+          index_off_ = true;
+        }
+      }
       put_record(RecordType::kCall, &fields, sizeof(fields), arrays, length);
       ++records_;
       appended = true;
@@ -555,13 +572,16 @@ void RecordWriter::close() noexcept {
   if (map_ != nullptr && !stopped_.load(std::memory_order_relaxed)) {
     try {
       step_digester_.finish(ended_steps_);
+      if (options_.write_calls && !index_off_) step_index_.step_ended(ended_steps_);
     } catch (...) {
       ended_steps_.clear();
+      index_off_ = true;
     }
     put_ended_steps();
+    if (options_.write_calls && !index_off_) put_step_index();
   }
   if (map_ != nullptr && !stopped_.load(std::memory_order_relaxed)) {
-    const EndRecord end{records_, wall_clock_ns()};
+    const EndRecord end{records_, wall_clock_ns(), index_off_ ? 0 : last_index_offset_};
     constexpr auto kLength = static_cast<std::uint32_t>(sizeof(RecordFrame) + sizeof(EndRecord));
     put_record(RecordType::kEnd, &end, sizeof(end), {}, kLength);  // fits in the marker reserve
   }
@@ -587,6 +607,34 @@ bool RecordWriter::put_ended_steps() noexcept {
   }
   ended_steps_.clear();
   return !stopped_.load(std::memory_order_relaxed);
+}
+
+void RecordWriter::put_step_index() noexcept {
+  if (step_index_.failed()) index_off_ = true;
+  if (index_off_ || stopped_.load(std::memory_order_relaxed)) return;
+  try {
+    const StepIndexChunk chunk = step_index_.take();
+    // RATIONALE: a log without calls needs no index; an index record without entries still chains the
+    // communicator records written since the last one.
+    if (chunk.entries.empty() && (last_index_offset_ == 0 || chunk.communicator_offsets.empty())) return;
+    const std::vector<std::uint64_t> payload = encode_step_index(chunk, last_index_offset_);
+    const std::uint64_t length = sizeof(RecordFrame) + payload.size() * 8;
+    // RATIONALE: an index is an aid, never a reason to stop tracing: one that would not fit a record (millions of
+    // Send/Recv peers in a step) is dropped, and readers read the log from its start.
+    if (length > kMaxRecordBytes) {
+      index_off_ = true;
+      return;
+    }
+    if (!reserve(length)) return;
+    const std::uint64_t offset = used_;
+    const std::span<const std::uint64_t> arrays[] = {std::span(payload).subspan(sizeof(StepIndexFields) / 8)};
+    put_record(RecordType::kStepIndex, payload.data(), sizeof(StepIndexFields), arrays,
+               static_cast<std::uint32_t>(length));
+    ++records_;
+    last_index_offset_ = offset;
+  } catch (...) {
+    index_off_ = true;  // out of memory
+  }
 }
 
 void RecordWriter::detach_after_fork() noexcept {

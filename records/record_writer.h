@@ -32,6 +32,7 @@
 
 #include "records/log_format.h"
 #include "records/step_digest.h"
+#include "records/step_index.h"
 
 namespace detnccl::records {
 
@@ -188,6 +189,14 @@ class RecordWriter {
   std::uint64_t records_ = 0;
   StepDigester step_digester_;                 // guarded by mutex_
   std::vector<StepDigestRecord> ended_steps_;  // guarded by mutex_: digests to write, reused
+  // The step index (guarded by mutex_): gathered only when call records are written; written every
+  // kStepIndexChunkEntries entries and at close, unless it failed (index_off_: the log then has none).
+  StepIndexBuilder step_index_;
+  std::uint64_t last_index_offset_ = 0;  // the last step index record written; 0: none yet
+  bool index_off_ = false;
+  // Writes the step index gathered so far as one record (when due, or at close); on failure stops writing an index.
+  // Caller holds mutex_.
+  void put_step_index() noexcept;
   // Writes the digests of ended_steps_ and clears it; false when tracing stopped. Caller holds mutex_.
   bool put_ended_steps() noexcept;
   std::string path_;

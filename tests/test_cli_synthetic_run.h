@@ -92,7 +92,10 @@ inline std::string replace_end_with_truncation(const std::string& path) {
   frame.checksum = records::record_checksum(frame.length, frame.type, 0, payload.data(), payload.size());
   std::error_code error;
   const auto size = std::filesystem::file_size(path, error);
-  if (error || size < 32 || truncate(path.c_str(), static_cast<off_t>(size - 32)) != 0) return "cannot cut " + path;
+  constexpr std::uint64_t kEndBytes = sizeof(records::RecordFrame) + sizeof(records::EndRecord);
+  if (error || size < kEndBytes || truncate(path.c_str(), static_cast<off_t>(size - kEndBytes)) != 0) {
+    return "cannot cut " + path;
+  }
   std::ofstream file(path, std::ios::binary | std::ios::app);
   file.write(reinterpret_cast<const char*>(&frame), sizeof(frame));
   file.write(reinterpret_cast<const char*>(payload.data()), static_cast<std::streamsize>(payload.size()));
@@ -221,10 +224,11 @@ inline std::string write_synthetic_run(const std::string& dir, const std::string
     if (std::find(spec.truncated_ranks.begin(), spec.truncated_ranks.end(), global) != spec.truncated_ranks.end()) {
       if (std::string error = replace_end_with_truncation(created.writer->path()); !error.empty()) return error;
     } else if (!spec.close_logs) {
-      // The end marker is the last 32 bytes (16-byte frame, 16-byte EndRecord): without it the log has a torn tail.
+      // The end marker is the last record (a 16-byte frame and the EndRecord): without it the log has a torn tail.
+      constexpr std::uint64_t kEndBytes = sizeof(records::RecordFrame) + sizeof(records::EndRecord);
       std::error_code error;
       const auto size = std::filesystem::file_size(created.writer->path(), error);
-      if (error || truncate(created.writer->path().c_str(), static_cast<off_t>(size - 32)) != 0) {
+      if (error || truncate(created.writer->path().c_str(), static_cast<off_t>(size - kEndBytes)) != 0) {
         return "cannot cut " + created.writer->path();
       }
     }

@@ -166,9 +166,17 @@ TEST(FaultKilledRank, SurvivorsFailWithinTheTimeoutAndTheLogsSayExactlyWhatIsMis
   EXPECT_EQ(diff["ranks"][1]["first"]["kind"], "missing") << diff.dump(2);
   EXPECT_EQ(diff["ranks"][1]["missing_in_b"], kSteps - kKillStep);
   EXPECT_EQ(diff["ranks"][1]["end_b"], "torn tail");
+  // The survivors' logs closed cleanly: diff compared their step digests and read their calls through step 2 only
+  // (the last step at which a rank first differs); every call is counted with --all-records.
+  const json all = cli_json(scratch, {"diff", "--json", "--all-records", scratch / "full", run_dir});
+  ASSERT_FALSE(all.is_discarded());
+  EXPECT_EQ(all["first_divergence"], diff["first_divergence"]);
+  EXPECT_EQ(all["receivers"], diff["receivers"]);
   for (int rank : {0, 2}) {
-    EXPECT_EQ(diff["ranks"][rank]["missing_in_b"], kSteps - kKillStep - 1) << diff.dump(2);
-    EXPECT_EQ(diff["ranks"][rank]["matching"], kKillStep) << diff.dump(2);
+    EXPECT_EQ(all["ranks"][rank]["missing_in_b"], kSteps - kKillStep - 1) << all.dump(2);
+    EXPECT_EQ(all["ranks"][rank]["matching"], kKillStep) << all.dump(2);
+    EXPECT_EQ(diff["ranks"][rank]["matching"], kKillStep) << "compared by their step digests" << diff.dump(2);
+    EXPECT_EQ(diff["ranks"][rank]["calls_not_read"], kSteps - kKillStep - 1) << "run A's step-3 call" << diff.dump(2);
   }
 }
 

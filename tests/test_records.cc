@@ -28,6 +28,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <tuple>
 #include <thread>
 
 #include "records/communicator_id.h"
@@ -35,6 +36,7 @@
 #include "records/log_reader.h"
 #include "records/record_writer.h"
 #include "records/step_digest.h"
+#include "records/step_index.h"
 
 namespace detnccl::records {
 namespace {
@@ -167,6 +169,7 @@ struct ReadLog {
   std::uint64_t recomputed = 0;
   LogEnd end;
   std::uint64_t unknown = 0;
+  std::uint64_t index_records = 0;  // step index records passed by
 };
 
 ReadLog read_all(LogReader& reader) {
@@ -177,6 +180,7 @@ ReadLog read_all(LogReader& reader) {
   log.recomputed = reader.step_digests_recomputed();
   log.end = reader.end();
   log.unknown = reader.unknown_records_skipped();
+  log.index_records = reader.step_index_records_passed();
   return log;
 }
 
@@ -201,6 +205,76 @@ std::vector<StepDigestRecord> expected_digests(std::uint64_t calls, bool before_
   }
   if (!before_close) end_step();
   return out;
+}
+
+// The step index a writer owes the calls make_call(0 .. calls-1) once closed, computed here from the calls and
+// expected_digests: per group of consecutive calls of one step, one entry per communicator in ordinal order, its
+// counts from the calls before the group. call_offsets[i] is where call i lies in the log.
+struct ExpectedIndex {
+  std::vector<StepIndexEntry> entries;
+  std::vector<StepIndexPair> pairs;
+};
+ExpectedIndex expected_index(std::uint64_t calls, const std::vector<std::uint64_t>& call_offsets) {
+  ExpectedIndex out;
+  const std::vector<StepDigestRecord> digests = expected_digests(calls, /*before_close=*/false);
+  std::size_t next_digest = 0;
+  std::map<std::uint64_t, std::uint64_t> collectives;                         // ordinal -> so far
+  std::map<std::tuple<std::uint64_t, OpId, std::int32_t>, std::uint64_t> pairs;  // (ordinal, op, peer) -> so far
+  CallArrays arrays;
+  for (std::uint64_t first = 0; first < calls;) {
+    const std::uint64_t step = make_call(first, arrays).step;
+    std::map<std::uint64_t, StepIndexEntry> group;
+    std::map<std::uint64_t, std::vector<StepIndexPair>> group_pairs;
+    std::uint64_t i = first;
+    for (; i < calls && make_call(i, arrays).step == step; ++i) {
+      const CallRecord call = make_call(i, arrays);
+      auto [found, fresh] = group.try_emplace(call.comm_ordinal);
+      StepIndexEntry& entry = found->second;
+      if (fresh) {
+        entry.group_offset = call_offsets[first];
+        entry.collectives_before = collectives[call.comm_ordinal];
+        entry.first_comm_seq = call.comm_seq;
+      }
+      if ((call.flags & (kCallInputFingerprint | kCallOutputFingerprint)) != 0) ++entry.fingerprinted_calls;
+      entry.step_sources |= std::uint64_t{1} << static_cast<std::uint32_t>(call.step_source);
+      if (call.op != OpId::kSend && call.op != OpId::kRecv) {
+        ++collectives[call.comm_ordinal];
+        continue;
+      }
+      std::uint64_t& count = pairs[{call.comm_ordinal, call.op, call.peer}];
+      auto& listed = group_pairs[call.comm_ordinal];
+      if (std::none_of(listed.begin(), listed.end(), [&](const StepIndexPair& pair) {
+            return pair.op == static_cast<std::uint32_t>(call.op) && pair.peer == call.peer;
+          })) {
+        listed.push_back({0, call.peer, static_cast<std::uint32_t>(call.op), 0, count});
+      }
+      ++count;
+    }
+    for (auto& [ordinal, entry] : group) {
+      const StepDigestRecord& digest = digests.at(next_digest++);
+      entry.comm_ordinal = digest.comm_ordinal;
+      entry.step = digest.step;
+      entry.calls = digest.calls;
+      entry.input_digest = digest.input_digest;
+      entry.output_digest = digest.output_digest;
+      for (StepIndexPair pair : group_pairs[ordinal]) {
+        pair.entry = static_cast<std::uint32_t>(out.entries.size());
+        out.pairs.push_back(pair);
+      }
+      out.entries.push_back(entry);
+    }
+    first = i;
+  }
+  return out;
+}
+
+// The length of a closed log's last step index record (0 when it has none).
+std::uint64_t step_index_record_bytes(const std::string& path) {
+  OpenedLog opened = LogReader::open_file(path);
+  if (!opened.reader) return 0;
+  const std::optional<StepIndex> index = opened.reader->read_step_index();
+  if (!index) return 0;
+  return index->end_offset - index->end_marker.step_index_offset;
 }
 
 std::vector<std::byte> file_bytes(const std::string& path) {
@@ -311,9 +385,11 @@ TEST(RecordWriter, RoundTripOfEveryRecordType) {
   struct stat file_stat {};
   ASSERT_EQ(stat(writer.path().c_str(), &file_stat), 0);
   EXPECT_EQ(file_stat.st_mode & 0777, 0600u);
+  const std::uint64_t index_bytes = step_index_record_bytes(writer.path());
   EXPECT_EQ(static_cast<std::uint64_t>(file_stat.st_size),
-            used_before_close + (digests.size() - digests_before_close) * kDigestRecordBytes + 32)
-      << "the last step's digests, then cut to its end marker";
+            used_before_close + (digests.size() - digests_before_close) * kDigestRecordBytes + index_bytes +
+                sizeof(RecordFrame) + sizeof(EndRecord))
+      << "the last step's digests, the step index, then cut to its end marker";
   struct stat dir_stat {};
   ASSERT_EQ(stat((location.dir + "/run-a").c_str(), &dir_stat), 0);
   EXPECT_EQ(dir_stat.st_mode & 0777, 0700u);
@@ -352,9 +428,10 @@ TEST(RecordWriter, RoundTripOfEveryRecordType) {
   }
   for (std::uint64_t i = 0; i < kCalls; ++i) EXPECT_TRUE(is_call(log.records[3 + i], i));
   EXPECT_EQ(log.end.kind, LogEndKind::kClosed) << log.end.message;
-  EXPECT_EQ(log.end.end_marker.records_written, kCalls + 3 + digests.size());
+  EXPECT_EQ(log.end.end_marker.records_written, kCalls + 3 + digests.size() + 1) << "and one step index record";
   EXPECT_GT(log.end.end_marker.end_time_ns, 0u);
-  EXPECT_EQ(log.end.offset, used_before_close + (digests.size() - digests_before_close) * kDigestRecordBytes);
+  EXPECT_EQ(log.end.offset,
+            used_before_close + (digests.size() - digests_before_close) * kDigestRecordBytes + index_bytes);
   EXPECT_EQ(log.digests, digests);
 
   // Asked for them, the reader hands the digests out in place: each step's after its last call, before the next
@@ -1455,10 +1532,11 @@ TEST(LogFormatV2, TheWriterStatesEveryFixedPartsLength) {
     at += frame.length;
   }
   constexpr std::uint16_t kComm = sizeof(CommunicatorRecord), kCall = sizeof(CallFields), kEnd = sizeof(EndRecord);
-  constexpr std::uint16_t kDigest = sizeof(StepDigestRecord);
-  // Three calls of step 0 on three communicators: three digests at close.
+  constexpr std::uint16_t kDigest = sizeof(StepDigestRecord), kIndex = sizeof(StepIndexFields);
+  // Three calls of step 0 on three communicators: three digests and the step index at close.
   const std::vector<std::pair<std::uint16_t, std::uint16_t>> expected = {
-      {1, kComm}, {1, kComm}, {2, kCall}, {2, kCall}, {2, kCall}, {5, kDigest}, {5, kDigest}, {5, kDigest}, {4, kEnd}};
+      {1, kComm},   {1, kComm},   {2, kCall},   {2, kCall},  {2, kCall},
+      {5, kDigest}, {5, kDigest}, {5, kDigest}, {6, kIndex}, {4, kEnd}};
   EXPECT_EQ(types_and_fixed, expected);
 }
 
@@ -1658,7 +1736,8 @@ void observe_append(void* context, AppendPoint point, std::uint64_t offset, std:
   ASSERT_TRUE(opened.reader) << opened.error;
   const ReadLog log = read_all(*opened.reader);
   const bool marker = log.end.kind == LogEndKind::kClosed || log.end.kind == LogEndKind::kTruncated;
-  const std::uint64_t seen = log.records.size() + log.digests.size() - log.recomputed + (marker ? 1 : 0);
+  const std::uint64_t seen =
+      log.records.size() + log.digests.size() - log.recomputed + log.index_records + (marker ? 1 : 0);
   EXPECT_EQ(seen, observer.complete + (published ? 1 : 0));
   if (!marker) {
     EXPECT_EQ(log.end.kind, LogEndKind::kTornTail) << log.end.message;
@@ -1712,15 +1791,15 @@ AppendObserver append_observed(std::uint64_t calls, std::size_t segments) {
 
 TEST(RecordWriterCrashPromise, SmallRecordsAreWholeOrAbsentAtEveryInstantOfTheirAppend) {
   const AppendObserver observer = append_observed(24, 0);
-  // Communicators, calls, the step digests (steps 0 to 2, each on 3 communicators), the end marker.
-  EXPECT_EQ(observer.complete, 2u + 24u + expected_digests(24, false).size() + 1u);
+  // Communicators, calls, the step digests (steps 0 to 2, each on 3 communicators), the step index, the end marker.
+  EXPECT_EQ(observer.complete, 2u + 24u + expected_digests(24, false).size() + 1u + 1u);
   EXPECT_EQ(expected_digests(24, false).size(), 9u);
   EXPECT_EQ(observer.instants, 4 * observer.complete);
 }
 
 TEST(RecordWriterCrashPromise, LargeRecordsAreWholeOrAbsentAtEveryInstantOfTheirAppend) {
   const AppendObserver observer = append_observed(6, 40000);  // 320 KB of segment digests per call
-  EXPECT_EQ(observer.complete, 2u + 6u + 3u + 1u);            // and the 3 digests of step 0 at close
+  EXPECT_EQ(observer.complete, 2u + 6u + 3u + 1u + 1u);  // and the 3 digests of step 0 and the index at close
   EXPECT_EQ(observer.instants, 4 * observer.complete);
 }
 
@@ -1740,4 +1819,92 @@ TEST(RecordWriterCrashPromise, ATruncationMarkerIsWholeOrAbsentToo) {
 }
 
 }  // namespace
+// The step index says where each step's calls start, with their digests and the counts that number them; a log of
+// more than kStepIndexChunkEntries entries chains several index records, read back as one.
+TEST(RecordWriter, StepIndexSaysWhereEachStepStartsWithItsCounts) {
+  for (const std::uint64_t calls : {std::uint64_t{200}, std::uint64_t{15000}}) {
+    TempDir dir;
+    const LogLocation location{dir.path(), "run", rank_log_file_name(0)};
+    auto writer = create_or_fail(location);
+    for (std::uint64_t c = 0; c < 3; ++c) ASSERT_EQ(writer->append(make_communicator(c)), AppendStatus::kOk);
+    for (std::uint64_t i = 0; i < calls; ++i) {
+      CallArrays arrays;
+      ASSERT_EQ(writer->append(make_call(i, arrays)), AppendStatus::kOk);
+    }
+    writer->close();
+    OpenedLog opened = LogReader::open_file(writer->path());
+    ASSERT_TRUE(opened.reader) << opened.error;
+    std::string problem;
+    const std::optional<StepIndex> index = opened.reader->read_step_index(&problem);
+    ASSERT_TRUE(index) << problem;
+    const ReadLog log = read_all(*opened.reader);
+    ASSERT_EQ(log.end.kind, LogEndKind::kClosed) << log.end.message;
+    std::vector<std::uint64_t> call_offsets;
+    for (const LogRecord& record : log.records) {
+      if (std::holds_alternative<CallRecord>(record.record)) call_offsets.push_back(record.offset);
+    }
+    ASSERT_EQ(call_offsets.size(), calls);
+    const ExpectedIndex expected = expected_index(calls, call_offsets);
+    EXPECT_EQ(index->entries.size(), expected.entries.size());
+    EXPECT_TRUE(index->entries == expected.entries) << calls << " calls";
+    EXPECT_TRUE(index->pairs == expected.pairs) << calls << " calls";
+    EXPECT_GT(expected.pairs.size(), 0u);
+    ASSERT_EQ(index->communicators.size(), 3u);
+    for (std::uint64_t c = 0; c < 3; ++c) EXPECT_EQ(index->communicators[c], make_communicator(c));
+    EXPECT_EQ(index->end_offset, log.end.offset);
+    // 3 entries per step of 10 calls: one record below kStepIndexChunkEntries entries, one more per chunk above.
+    const std::uint64_t groups_per_record = (kStepIndexChunkEntries + 2) / 3;
+    const std::uint64_t expected_records = (expected.entries.size() / 3 + groups_per_record - 1) / groups_per_record;
+    EXPECT_EQ(log.index_records, expected_records);
+    EXPECT_EQ(log.end.end_marker.records_written, calls + 3 + expected.entries.size() + expected_records);
+  }
+}
+
+// A log whose end marker is missing (torn) or whose index records are damaged has no index: readers then read it
+// from its start. A log without calls has none either.
+TEST(LogReader, AStepIndexIsOnlyTakenFromACleanlyClosedLog) {
+  TempDir dir;
+  const std::string path = write_small_log(dir, 200);
+  std::vector<std::byte> bytes = file_bytes(path);
+  {
+    OpenedLog opened = LogReader::from_bytes(bytes);
+    ASSERT_TRUE(opened.reader);
+    ASSERT_TRUE(opened.reader->read_step_index());
+  }
+  OpenedLog whole = LogReader::from_bytes(bytes);
+  const std::optional<StepIndex> index = whole.reader->read_step_index();
+  ASSERT_TRUE(index);
+  // Torn: the end marker cut off.
+  std::vector<std::byte> torn(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(index->end_offset));
+  EXPECT_FALSE(LogReader::from_bytes(torn).reader->read_step_index());
+  // A flipped byte in the index record: its checksum fails.
+  std::vector<std::byte> damaged = bytes;
+  damaged[index->end_marker.step_index_offset + 40] ^= std::byte{1};
+  std::string problem;
+  EXPECT_FALSE(LogReader::from_bytes(damaged).reader->read_step_index(&problem));
+  EXPECT_NE(problem.find("damaged"), std::string::npos) << problem;
+  // No calls: no index.
+  TempDir empty_dir;
+  const std::string no_calls = write_small_log(empty_dir, 0);
+  EXPECT_FALSE(LogReader::open_file(no_calls).reader->read_step_index());
+}
+
+// seek() moves next() to a step's first call; the records from there on are the ones a full read gives.
+TEST(LogReader, SeekToAGroupReadsFromItsFirstCall) {
+  TempDir dir;
+  const std::string path = write_small_log(dir, 200);
+  OpenedLog opened = LogReader::open_file(path);
+  const std::optional<StepIndex> index = opened.reader->read_step_index();
+  ASSERT_TRUE(index);
+  const StepIndexEntry& entry = index->entries.at(30);  // step 10's first entry: 3 per step
+  ASSERT_EQ(entry.step, 10u);
+  ASSERT_TRUE(opened.reader->seek(entry.group_offset));
+  const ReadLog log = read_all(*opened.reader);
+  ASSERT_EQ(log.records.size(), 100u);
+  for (std::uint64_t i = 0; i < 100; ++i) EXPECT_TRUE(is_call(log.records[i], 100 + i));
+  EXPECT_EQ(log.end.kind, LogEndKind::kClosed) << "records were skipped: the end marker's count is not checked";
+  EXPECT_FALSE(opened.reader->seek(entry.group_offset)) << "once ended";
+  EXPECT_FALSE(LogReader::open_file(path).reader->seek(entry.group_offset + 4)) << "not aligned";
+}
+
 }  // namespace detnccl::records

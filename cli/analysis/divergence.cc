@@ -24,6 +24,7 @@ class Classifier {
     for (std::size_t i = 0; i < ranks_.size(); ++i) {
       const RankDiff& rank = ranks_[i];
       if (rank.divergent_capped) capped_ranks_.push_back(rank.rank);
+      if (rank.read_through_step) read_through_.emplace_back(rank.rank, *rank.read_through_step);
       for (const auto& communicator : rank.communicators_a)
         global_rank_[{communicator.id, communicator.rank}] = rank.rank;
       for (const auto& communicator : rank.communicators_b) {
@@ -109,6 +110,15 @@ class Classifier {
                    " have too many divergent calls)";
       return;
     }
+    if (const std::vector<std::uint32_t> unread = read_before(call.step()); !unread.empty()) {
+      call.kind = DivergenceKind::kOutput;
+      call.role = DivergenceRole::kUndetermined;
+      call.cause = "the output differs with the same input on " + where +
+                   "; the inputs of other members could not all be checked (the calls of rank" +
+                   (unread.size() > 1 ? "s " : " ") + rank_list(unread) + " were read only up to an earlier step: " +
+                   "--all-records reads them all)";
+      return;
+    }
     call.kind = DivergenceKind::kOutput;
     call.role = DivergenceRole::kOrigin;
     call.cause = "every member's input matches (where fingerprinted) but the output differs: the " +
@@ -176,7 +186,10 @@ class Classifier {
     }
     const bool sender_checked =
         sender_rank != global_rank_.end() &&
-        std::find(capped_ranks_.begin(), capped_ranks_.end(), sender_rank->second) == capped_ranks_.end();
+        std::find(capped_ranks_.begin(), capped_ranks_.end(), sender_rank->second) == capped_ranks_.end() &&
+        std::ranges::none_of(read_through_, [&](const auto& read) {
+          return read.first == sender_rank->second && read.second < call.step();
+        });
     if (sender_checked) {
       call.kind = DivergenceKind::kOutput;
       call.role = DivergenceRole::kOrigin;
@@ -246,6 +259,17 @@ class Classifier {
 
   std::vector<RankDiff>& ranks_;
   std::vector<std::uint32_t> capped_ranks_;
+  // Ranks whose calls were read only through a step (the step-index shortcut: RankDiff::read_through_step).
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> read_through_;
+
+  // The ranks whose calls at `step` were not read.
+  std::vector<std::uint32_t> read_before(std::uint64_t step) const {
+    std::vector<std::uint32_t> ranks;
+    for (const auto& [rank, through] : read_through_) {
+      if (through < step) ranks.push_back(rank);
+    }
+    return ranks;
+  }
   GlobalRanks global_rank_;               // run A's (communicator id, rank in it) -> global rank
   GlobalRanks global_rank_b_;             // the same for run B
   std::vector<const RankDiff*> stopped_;  // ranks whose first divergence is a missing call

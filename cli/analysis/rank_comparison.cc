@@ -40,7 +40,40 @@ struct Side {
   // The step the other run's log starts at, when that is after --from-step and after this run's log starts: this
   // run's calls in the range before it have no counterpart there and are not aligned (RankDiff::late_start_a/b).
   std::optional<std::uint64_t> align_from;
+  // The step-index shortcut: what the index says of the whole log, and the calls it let us skip.
+  std::uint64_t index_calls = 0;     // every call of the log
+  std::uint64_t skipped_calls = 0;   // before the first differing group: compared by digest
+  std::uint64_t taken = 0;           // calls read and compared one by one
+  bool stopped_early = false;        // reading stopped after the window
 };
+
+std::uint32_t step_sources_of(std::uint64_t bits) {
+  std::uint32_t sources = 0;
+  for (std::uint32_t source = 0; source < 64; ++source) {
+    if ((bits >> source & 1u) != 0) sources |= step_source_bit(static_cast<records::StepSource>(source));
+  }
+  return sources;
+}
+
+// "the log was closed cleanly after 3 records", as the reader says it.
+std::string closed_message(std::uint64_t records) {
+  return "the log was closed cleanly after " + std::to_string(records) + (records == 1 ? " record" : " records");
+}
+
+// Whether two index entries say their groups' calls compare equal (where they start in the file aside).
+bool same_calls(const records::StepIndexEntry& x, const records::StepIndexEntry& y) {
+  return x.comm_ordinal == y.comm_ordinal && x.step == y.step && x.calls == y.calls &&
+         x.input_digest == y.input_digest && x.output_digest == y.output_digest &&
+         x.fingerprinted_calls == y.fingerprinted_calls && x.collectives_before == y.collectives_before &&
+         x.first_comm_seq == y.first_comm_seq && x.step_sources == y.step_sources;
+}
+
+// The number of entries of the group starting at entry `at`.
+std::size_t group_size(const std::vector<records::StepIndexEntry>& entries, std::size_t at) {
+  std::size_t end = at;
+  while (end < entries.size() && entries[end].group_offset == entries[at].group_offset) ++end;
+  return end - at;
+}
 
 // The step of the first call in a log (nullopt: it holds none, or cannot be read).
 std::optional<std::uint64_t> first_call_step(const RankLogFile& file, const StepNumbering& numbering) {
@@ -70,12 +103,15 @@ void note_difference(std::vector<std::string>& out, std::string_view what, const
 
 class RankComparison {
  public:
-  RankComparison(RankDiff& result, const DiffOptions& options) : result_(result), options_(options) {}
+  RankComparison(RankDiff& result, const DiffOptions& options, const RankDigestPlan* plan = nullptr,
+                 std::optional<std::uint64_t> read_through = std::nullopt)
+      : result_(result), options_(options), plan_(plan), read_through_(read_through) {}
 
   void run(const RankLogFile* a_file, const RankLogFile* b_file) {
     if (!open(a_file, a_, result_.no_header_a) || !open(b_file, b_, result_.no_header_b)) return;
     result_.in_a = a_.stream != nullptr;
     result_.in_b = b_.stream != nullptr;
+    if (plan_ != nullptr && plan_->usable && plan_->differs && a_.stream && b_.stream) start_at_first_difference();
     if (options_.from_step && a_.stream && b_.stream) {
       // RATIONALE: a run resumed at step S compared from an earlier step K would otherwise align its step-S calls
       // with the other run's step-K calls and report "different calls"; its log simply starts later. Only the log
@@ -88,24 +124,32 @@ class RankComparison {
     fingerprints_comparable_ = !a_.stream || !b_.stream || a_.fingerprint_version == b_.fingerprint_version;
     CallInRun call;
     while (!a_.done || !b_.done) {
-      if (!a_.done) {
-        if (read_in_range(a_, call)) {
-          take(a_, b_, call, /*from_a=*/true);
+      for (const bool from_a : {true, false}) {
+        Side& self = from_a ? a_ : b_;
+        if (self.done) continue;
+        if (!read_in_range(self, call)) {
+          self.done = true;
+        } else if (past_window(call)) {
+          self.done = true;
+          self.stopped_early = true;
         } else {
-          a_.done = true;
-        }
-      }
-      if (!b_.done) {
-        if (read_in_range(b_, call)) {
-          take(b_, a_, call, /*from_a=*/false);
-        } else {
-          b_.done = true;
+          ++self.taken;
+          take(self, from_a ? b_ : a_, call, from_a);
         }
       }
     }
-    // What is left pending was never matched: the other run has no such call.
-    for (auto& [key, pending] : a_.pending) unmatched(pending, b_, /*from_a=*/true);
-    for (auto& [key, pending] : b_.pending) unmatched(pending, a_, /*from_a=*/false);
+    // What is left pending was never matched: the other run has no such call (or, when the other run's reading
+    // stopped after the window, it was not read).
+    for (const bool from_a : {true, false}) {
+      const Side& other = from_a ? b_ : a_;
+      for (const auto& [key, pending] : (from_a ? a_ : b_).pending) {
+        if (other.stopped_early) {
+          ++result_.calls_not_read;
+        } else {
+          unmatched(pending, other, from_a);
+        }
+      }
+    }
     finish();
   }
 
@@ -128,6 +172,47 @@ class RankComparison {
     side.segment_bytes = segment_bytes_from_config(side.stream->header().config_text);
     side.fingerprint_version = side.stream->header().fingerprint_version;
     return true;
+  }
+
+  // The shortcut: both logs read from their first differing group on, as if everything before it had been read
+  // (the groups before it are equal: their digests match).
+  void start_at_first_difference() {
+    const records::StepIndex* index_a = a_.stream->step_index();
+    const records::StepIndex* index_b = b_.stream->step_index();
+    if (index_a == nullptr || index_b == nullptr || !a_.stream->seek_to_group(plan_->entry_a) ||
+        !b_.stream->seek_to_group(plan_->entry_b)) {
+      // RATIONALE: only possible when a log changed between the plan and now; a seek that failed moved nothing, so
+      // the other log is read from its start too only if it did not move: fall back by refusing the rank.
+      result_.unusable = "the step index of rank " + std::to_string(result_.rank) +
+                         " changed while it was read (is a log being rewritten?)";
+      return;
+    }
+    shortcut_ = true;
+    result_.digest_shortcut = true;
+    for (auto [side, index, first] : {std::tuple{&a_, index_a, plan_->entry_a}, std::tuple{&b_, index_b, plan_->entry_b}}) {
+      for (std::size_t i = 0; i < index->entries.size(); ++i) {
+        const records::StepIndexEntry& entry = index->entries[i];
+        side->base.try_emplace(entry.comm_ordinal, entry.first_comm_seq);
+        side->index_calls += entry.calls;
+        side->first_step = std::min(side->first_step.value_or(entry.step), entry.step);
+        side->last_step = std::max(side->last_step.value_or(entry.step), entry.step);
+        side->step_sources |= step_sources_of(entry.step_sources);
+        if (i >= first) continue;
+        side->skipped_calls += entry.calls;
+        if (side == &a_) {
+          result_.calls_matched_by_digest += entry.calls;
+          result_.matching += entry.fingerprinted_calls;
+          result_.unverified += entry.calls - entry.fingerprinted_calls;
+        }
+      }
+    }
+  }
+
+  // Whether the shortcut stops reading at this call: a divergence has been found (and the calls for the cross-rank
+  // classification kept, or the cap reached) and the call is after the window.
+  bool past_window(const CallInRun& call) const {
+    if (!shortcut_ || !result_.first) return false;
+    return result_.divergent.size() >= options_.divergent_calls_kept || (read_through_ && call.call.step > *read_through_);
   }
 
   bool read_in_range(Side& side, CallInRun& call) {
@@ -286,7 +371,7 @@ class RankComparison {
   // Step digests: compared when a log holds them but no call records (DETNCCL_TRACE=steps), per communicator in log
   // order, within the step range.
   void compare_step_digests() {
-    if (!a_.stream || !b_.stream) return;
+    if (!a_.stream || !b_.stream || shortcut_) return;
     const auto& digests_a = a_.stream->step_digests();
     const auto& digests_b = b_.stream->step_digests();
     const bool digests_only =
@@ -347,6 +432,15 @@ class RankComparison {
     compare_step_digests();
     result_.calls_a = a_.calls;
     result_.calls_b = b_.calls;
+    if (shortcut_) {
+      result_.calls_a = a_.index_calls;
+      result_.calls_b = b_.index_calls;
+      result_.calls_read = a_.stream->calls_read() + b_.stream->calls_read();
+      for (const Side* side : {&a_, &b_}) result_.calls_not_read += side->index_calls - side->skipped_calls - side->taken;
+      if (a_.stopped_early || b_.stopped_early) result_.read_through_step = read_through_.value_or(0);
+    } else {
+      result_.calls_read = (a_.stream ? a_.stream->calls_read() : 0) + (b_.stream ? b_.stream->calls_read() : 0);
+    }
     result_.first_step_a = a_.first_step;
     result_.step_sources_a = a_.step_sources;
     result_.step_sources_b = b_.step_sources;
@@ -368,6 +462,13 @@ class RankComparison {
       *unknown = side->stream->unknown_records_skipped();
       *communicators = side->stream->communicators();
       *world_size = side->stream->header().world_size;
+      if (shortcut_) {
+        // RATIONALE: reading stopped early or skipped the start: the index says how the log ends and what it holds.
+        const records::StepIndex& index = *side->stream->step_index();
+        *end = LogEndKind::kClosed;
+        *message = closed_message(index.end_marker.records_written);
+        *communicators = index.communicators;
+      }
       if (log_end_is_unusable(side->stream->end())) {
         result_.unusable = side->stream->path() + ": " + side->stream->end().message;
       }
@@ -376,6 +477,9 @@ class RankComparison {
 
   RankDiff& result_;
   const DiffOptions& options_;
+  const RankDigestPlan* plan_;
+  std::optional<std::uint64_t> read_through_;
+  bool shortcut_ = false;
   Side a_;
   Side b_;
   bool fingerprints_comparable_ = true;
@@ -385,6 +489,80 @@ class RankComparison {
 
 void compare_rank_logs(const RankLogFile* a, const RankLogFile* b, const DiffOptions& options, RankDiff& result) {
   RankComparison(result, options).run(a, b);
+}
+
+void compare_rank_logs(const RankLogFile* a, const RankLogFile* b, const DiffOptions& options,
+                       const RankDigestPlan& plan, std::optional<std::uint64_t> read_through, RankDiff& result) {
+  if (plan.usable && !plan.differs) return;  // plan_rank_digests filled result
+  RankComparison(result, options, &plan, read_through).run(a, b);
+}
+
+RankDigestPlan plan_rank_digests(const RankLogFile* a, const RankLogFile* b, const DiffOptions& options,
+                                 RankDiff& result) {
+  RankDigestPlan plan;
+  if (!options.use_step_index || options.from_step || options.to_step || options.step_numbering.infer ||
+      a == nullptr || b == nullptr) {
+    return plan;
+  }
+  std::string error;
+  const auto stream_a = RankLogStream::open(*a, error);
+  const auto stream_b = RankLogStream::open(*b, error);
+  if (!stream_a || !stream_b || stream_a->header().fingerprint_version != stream_b->header().fingerprint_version) {
+    return plan;  // compare_rank_logs reads them, and says what is wrong with them
+  }
+  const records::StepIndex* x = stream_a->step_index();
+  const records::StepIndex* y = stream_b->step_index();
+  if (x == nullptr || y == nullptr) return plan;
+  // RATIONALE: a communicator's size and the rank's place in it are compared per call but not folded into the
+  // digests; communicators that differ so are left to the calls.
+  std::map<std::uint64_t, std::pair<std::uint32_t, std::uint32_t>> shapes;
+  for (const auto& communicator : x->communicators) shapes[communicator.ordinal] = {communicator.nranks, communicator.rank};
+  for (const auto& communicator : y->communicators) {
+    const auto found = shapes.find(communicator.ordinal);
+    if (found != shapes.end() && found->second != std::pair{communicator.nranks, communicator.rank}) return plan;
+  }
+  plan.usable = true;
+  std::size_t i = 0;
+  std::size_t j = 0;
+  while (i < x->entries.size() || j < y->entries.size()) {
+    const std::size_t size_x = i < x->entries.size() ? group_size(x->entries, i) : 0;
+    const std::size_t size_y = j < y->entries.size() ? group_size(y->entries, j) : 0;
+    bool same = size_x == size_y;
+    for (std::size_t k = 0; same && k < size_x; ++k) same = same_calls(x->entries[i + k], y->entries[j + k]);
+    if (!same) {
+      plan.differs = true;
+      plan.entry_a = i;
+      plan.entry_b = j;
+      plan.step = i < x->entries.size() ? x->entries[i].step : y->entries[j].step;
+      return plan;
+    }
+    i += size_x;
+    j += size_y;
+  }
+  // Equal throughout: the rank's comparison, from the indexes alone.
+  result.in_a = result.in_b = true;
+  result.digest_shortcut = true;
+  for (const records::StepIndexEntry& entry : x->entries) {
+    result.calls_a += entry.calls;
+    result.matching += entry.fingerprinted_calls;
+    result.unverified += entry.calls - entry.fingerprinted_calls;
+    result.first_step_a = std::min(result.first_step_a.value_or(entry.step), entry.step);
+    result.last_step_a = std::max(result.last_step_a.value_or(entry.step), entry.step);
+    result.step_sources_a |= step_sources_of(entry.step_sources);
+  }
+  result.calls_b = result.calls_a;
+  result.calls_matched_by_digest = result.calls_a;
+  result.first_step_b = result.first_step_a;
+  result.last_step_b = result.last_step_a;
+  result.step_sources_b = result.step_sources_a;
+  result.communicators_a = x->communicators;
+  result.communicators_b = y->communicators;
+  result.world_size_a = stream_a->header().world_size;
+  result.world_size_b = stream_b->header().world_size;
+  result.end_a = result.end_b = LogEndKind::kClosed;
+  result.end_message_a = closed_message(x->end_marker.records_written);
+  result.end_message_b = closed_message(y->end_marker.records_written);
+  return plan;
 }
 
 }  // namespace detnccl::analysis

@@ -82,11 +82,30 @@ RankFilePairs pair_rank_files(const RunLogs& a, const RunLogs& b, RunDiff& diff)
 // Compares every rank's pair of logs, ranks in parallel. Returns the first rank's reason it could not be
 // compared, empty when all could.
 std::string compare_ranks(const RankFilePairs& pairs, const DiffOptions& options, RunDiff& diff) {
+  // RATIONALE: two passes. The first reads only the logs' step indexes: each rank's first differing step, and every
+  // rank whose logs are equal throughout is done. The second reads call records from each rank's first differing
+  // step through the last step at which any rank first differs, so that the calls the cross-rank classification
+  // looks for (another member's input at the same collective) are read on every rank (divergence.cc).
+  std::vector<RankDigestPlan> plans(pairs.size());
+  parallel_for(pairs.size(), options.threads, [&](std::size_t i) {
+    try {
+      plans[i] = plan_rank_digests(pairs[i].first, pairs[i].second, options, diff.ranks[i]);
+    } catch (const std::exception&) {
+      plans[i] = {};  // the second pass reads the rank's logs whole, and reports what is wrong with them
+      const std::uint32_t rank = diff.ranks[i].rank;
+      diff.ranks[i] = RankDiff();
+      diff.ranks[i].rank = rank;
+    }
+  });
+  std::optional<std::uint64_t> read_through;
+  for (const RankDigestPlan& plan : plans) {
+    if (plan.usable && plan.differs) read_through = std::max(read_through.value_or(plan.step), plan.step);
+  }
   parallel_for(
       pairs.size(), options.threads,
       [&](std::size_t i) {
         try {
-          compare_rank_logs(pairs[i].first, pairs[i].second, options, diff.ranks[i]);
+          compare_rank_logs(pairs[i].first, pairs[i].second, options, plans[i], read_through, diff.ranks[i]);
         } catch (const std::exception& e) {
           diff.ranks[i].unusable =
               std::string("comparing rank ") + std::to_string(diff.ranks[i].rank) + ": " + e.what();
@@ -318,6 +337,24 @@ void note_range_and_versions(RunDiff& diff, const DiffOptions& options) {
   }
 }
 
+// The step-index shortcut: how many calls were compared by their step digests, and how many not read at all.
+void note_digest_shortcut(RunDiff& diff) {
+  std::uint64_t by_digest = 0;
+  std::uint64_t not_read = 0;
+  std::optional<std::uint64_t> read_through;
+  for (const RankDiff& rank : diff.ranks) {
+    by_digest += rank.calls_matched_by_digest;
+    not_read += rank.calls_not_read;
+    if (rank.read_through_step) read_through = rank.read_through_step;
+  }
+  if (not_read == 0) return;
+  diff.notes.push_back(std::to_string(by_digest) + " calls were compared by their step digests (equal in both runs), " +
+                       "and reading stopped after step " + std::to_string(read_through.value_or(0)) +
+                       " (the last step at which a rank first differs): " + std::to_string(not_read) +
+                       " later calls were not compared one by one, so the counts of differing calls stop there "
+                       "(--all-records compares every call)");
+}
+
 // Public: see run_diff.h.
 }  // namespace
 
@@ -497,6 +534,7 @@ RunDiff diff_runs(const RunLogs& a, const RunLogs& b, const DiffOptions& options
     note_torn_and_truncated_logs(diff);
     note_unknown_records(diff);
     note_range_and_versions(diff, options);
+    note_digest_shortcut(diff);
   } catch (const std::exception& e) {
     diff.error = std::string("diff failed: ") + e.what();
   }

@@ -146,6 +146,16 @@ struct RankDiff {
   bool digests_compared = false;
   std::uint64_t steps_matching = 0;
   std::optional<StepDivergence> first_step;
+  // The step-index shortcut (DiffOptions::use_step_index: both logs closed cleanly with a step index): the groups of
+  // calls before the first one whose step digests differ were compared by their digests (calls_matched_by_digest,
+  // counted in matching and unverified), the calls from there on one by one, and reading stopped after
+  // read_through_step (the last step at which any rank first differs) once a divergence was found: calls_not_read
+  // calls of both logs after it were not compared one by one.
+  bool digest_shortcut = false;
+  std::uint64_t calls_matched_by_digest = 0;
+  std::uint64_t calls_not_read = 0;
+  std::optional<std::uint64_t> read_through_step;  // set when reading stopped there
+  std::uint64_t calls_read = 0;                     // call records read, both logs
   std::vector<DivergentCallBrief> divergent;  // earliest divergent calls, capped
   bool divergent_capped = false;
   std::vector<records::CommunicatorRecord> communicators_a;  // every communicator record of run A's log
@@ -190,6 +200,10 @@ struct DiffOptions {
   std::size_t divergent_calls_kept = 256;          // per rank, for the cross-rank classification
   std::atomic<std::size_t>* ranks_done = nullptr;  // progress: incremented as each rank is compared
   StepNumbering step_numbering;                    // --infer-steps, --step-boundary
+  // Whether logs with a step index are compared by their step digests first, reading call records only from each
+  // rank's first differing step (RankDiff::digest_shortcut); false is --all-records. Not with a step range or
+  // --infer-steps (the digests are of the steps as written).
+  bool use_step_index = true;
 };
 
 // The whole comparison.

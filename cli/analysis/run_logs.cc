@@ -8,6 +8,7 @@
 
 #include "cli/analysis/call_layout.h"
 #include "config/env_vars.h"
+#include "records/step_index.h"
 
 namespace detnccl::analysis {
 
@@ -139,9 +140,57 @@ void RankLogStream::number_steps(const StepNumbering& numbering) {
   step_inference_ = std::make_unique<steps::StepInference>(numbering.boundary);
 }
 
+const records::StepIndex* RankLogStream::step_index() {
+  if (!step_index_read_) {
+    step_index_read_ = true;
+    step_index_ = reader_->read_step_index();
+  }
+  return step_index_ ? &*step_index_ : nullptr;
+}
+
+bool RankLogStream::seek_to_group(std::size_t entry) {
+  const records::StepIndex* index = step_index();
+  if (index == nullptr || seeked_ || calls_read_ != 0 || entry > index->entries.size()) return false;
+  const auto& entries = index->entries;
+  if (entry > 0 && entry < entries.size() && entries[entry - 1].group_offset == entries[entry].group_offset) {
+    return false;
+  }
+  const std::uint64_t offset = entry < entries.size() ? entries[entry].group_offset : index->end_offset;
+  if (!reader_->seek(offset)) return false;
+  for (std::size_t i = 0; i < index->communicators.size() && index->communicator_offsets[i] < offset; ++i) {
+    by_ordinal_[index->communicators[i].ordinal] = communicators_.size();
+    communicators_.push_back(index->communicators[i]);
+  }
+  seeked_ = true;
+  next_group_ = entry;
+  next_pair_ = 0;
+  while (next_pair_ < index->pairs.size() && index->pairs[next_pair_].entry < entry) ++next_pair_;
+  return true;
+}
+
+void RankLogStream::enter_group() {
+  const auto& entries = step_index_->entries;
+  const auto& pairs = step_index_->pairs;
+  const std::uint64_t group = entries[next_group_].group_offset;
+  for (; next_group_ < entries.size() && entries[next_group_].group_offset == group; ++next_group_) {
+    Counters& counters = counters_[entries[next_group_].comm_ordinal];
+    counters.collectives = entries[next_group_].collectives_before;
+    for (; next_pair_ < pairs.size() && pairs[next_pair_].entry == next_group_; ++next_pair_) {
+      const records::StepIndexPair& pair = pairs[next_pair_];
+      counters.pairs[records::pair_key(static_cast<records::OpId>(pair.op), pair.peer)] = pair.count_before;
+    }
+  }
+}
+
 bool RankLogStream::next(CallInRun& out) {
   records::LogRecord record;
   while (reader_->next(record)) {
+    if (seeked_) {
+      while (next_group_ < step_index_->entries.size() &&
+             record.offset >= step_index_->entries[next_group_].group_offset) {
+        enter_group();
+      }
+    }
     if (const auto* communicator = std::get_if<records::CommunicatorRecord>(&record.record)) {
       by_ordinal_[communicator->ordinal] = communicators_.size();
       communicators_.push_back(*communicator);
@@ -157,9 +206,7 @@ bool RankLogStream::next(CallInRun& out) {
     if (is_point_to_point(out.call.op)) {
       // RATIONALE: NCCL matches the k-th Send from a to b with the k-th Recv on b from a (per communicator), so a
       // per-(op, peer) count names the partner call on the other rank.
-      const std::uint64_t pair_key =
-          std::uint64_t{static_cast<std::uint16_t>(out.call.op)} << 32 | static_cast<std::uint32_t>(out.call.peer);
-      out.pair_index = counters.pairs[pair_key]++;
+      out.pair_index = counters.pairs[records::pair_key(out.call.op, out.call.peer)]++;
       out.collective_index = counters.collectives;
     } else {
       out.pair_index = 0;

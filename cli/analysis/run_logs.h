@@ -113,6 +113,16 @@ class RankLogStream {
   // The next call; false at the end of what can be read (then end() says why).
   bool next(CallInRun& out);
 
+  // The log's step index (records::LogReader::read_step_index), read when first asked for; null when it has none (then
+  // the log is read from its start).
+  const records::StepIndex* step_index();
+
+  // Moves the stream to the calls of the group that starts at step index entry `entry` (entries().size(): to the end
+  // marker), as if every call before it had been read: the communicator records before it are taken from the index
+  // and each communicator's collective and Send/Recv counts set from it, here and at each later group. Call it
+  // before the first next(), after step_index(); false when it cannot (no index, `entry` starts no group).
+  bool seek_to_group(std::size_t entry);
+
   // Why the stream ended (kNotReached before next() returned false).
   const records::LogEnd& end() const noexcept { return reader_->end(); }
   // Records of types this reader does not know, skipped (a newer detnccl of the same format version wrote them).
@@ -142,6 +152,14 @@ class RankLogStream {
   std::unordered_map<std::uint64_t, Counters> counters_;       // per communicator ordinal
   std::uint64_t calls_read_ = 0;
   std::unique_ptr<steps::StepInference> step_inference_;  // null: steps as written
+  std::optional<records::StepIndex> step_index_;
+  bool step_index_read_ = false;
+  // After seek_to_group: the next index entry whose group has not been entered, and its first Send/Recv pair.
+  bool seeked_ = false;
+  std::size_t next_group_ = 0;
+  std::size_t next_pair_ = 0;
+  // Sets the counters of every communicator of the group starting at entry next_group_ from the index.
+  void enter_group();
 };
 
 // Whether a log end makes the log unusable (a corrupt record); torn tails and truncation markers do not.
