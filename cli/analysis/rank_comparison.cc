@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "cli/analysis/run_jobs.h"
+#include "records/block_digests.h"
 
 namespace detnccl::analysis {
 namespace {
@@ -250,12 +251,16 @@ class RankComparison {
           differing_ranges(a.call.input_segments, b.call.input_segments, segment,
                            saturating_product(input_elements(x, nranks, a.communicator.rank), element), element);
       divergence.input_blocks = differing_blocks(a.call.input_blocks, b.call.input_blocks);
+      divergence.input_blocks_folded =
+          records::input_blocks_folded_only(a.call) || records::input_blocks_folded_only(b.call);
     }
     if (divergence.output_differs) {
       divergence.output_ranges =
           differing_ranges(a.call.output_segments, b.call.output_segments, segment,
                            saturating_product(output_elements(x, nranks, a.communicator.rank), element), element);
       divergence.output_blocks = differing_blocks(a.call.output_blocks, b.call.output_blocks);
+      divergence.output_blocks_folded =
+          records::output_blocks_folded_only(a.call) || records::output_blocks_folded_only(b.call);
     }
     record(std::move(divergence), a);
   }
