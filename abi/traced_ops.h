@@ -12,7 +12,8 @@
 //   input_on  on which ranks the input takes part: kAll or kRoot (only the root's is read)
 //   output, output_on   the same for the output (receive) buffer
 //   peer      kRoot (a rooted collective: the int argument is the root), kPeer (point-to-point: the peer), kNone
-//   per_peer  which side gets one fingerprint per peer block besides the whole-buffer one, so that data can be
+//   per_peer  which side gets one fingerprint per peer block besides the whole-buffer one (folded into one digest
+//             below DETNCCL_TRACE=segments: records/block_digests.h), so that data can be
 //             matched across ranks (block i goes to or comes from rank i): kNeither, kInput, kOutput or kBoth
 //   reduces   true when the call takes an ncclRedOp_t and combines the ranks' data with it
 //   in_place  when the send and receive buffers count as NCCL's in-place convention (is_in_place below):

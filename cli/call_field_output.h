@@ -34,7 +34,8 @@ CallFieldValue call_field_value(T member) {
   }
 }
 
-// The names of the flags dump shows ("in-place,deterministic"); the fingerprint bits show as the fingerprints.
+// The names of the flags dump shows ("in-place,deterministic"); the fingerprint and folded-blocks bits show as the
+// digests they make valid.
 inline std::string call_flag_names(std::uint16_t flags) {
   std::string text;
   const auto add = [&](std::uint16_t bit, const char* name) {
@@ -62,6 +63,10 @@ inline bool call_field_present(records::call_field::Value kind, const records::C
       return (call.flags & records::kCallDeterministic) != 0;
     case Value::kStepSource:
       return call.step_source != records::StepSource::kUnknown;
+    case Value::kInputBlocksDigest:
+      return (call.flags & records::kCallInputBlocksFolded) != 0;
+    case Value::kOutputBlocksDigest:
+      return (call.flags & records::kCallOutputBlocksFolded) != 0;
     default:
       return true;
   }
@@ -93,6 +98,8 @@ inline std::string call_field_text(records::call_field::Value kind, CallFieldVal
       return std::string(records::step_source_name(static_cast<records::StepSource>(raw)));
     case Value::kInputFingerprint:
     case Value::kOutputFingerprint:
+    case Value::kInputBlocksDigest:
+    case Value::kOutputBlocksDigest:
       return hash::format_digest(raw);
     case Value::kNumber:
     case Value::kAlgorithm:

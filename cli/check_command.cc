@@ -49,6 +49,7 @@ int check_command(const CheckCommandOptions& options) {
       out["point_to_point_pairs"] = result.point_to_point_pairs;
       out["content_checks"] = result.content_checks;
       out["content_unchecked"] = result.content_unchecked;
+      if (result.folded_blocks_unchecked > 0) out["folded_blocks_unchecked"] = result.folded_blocks_unchecked;
       out["truncated_ranks"] = result.truncated_ranks;
       out["not_checked"] = result.not_checked;
       json counts = json::object();

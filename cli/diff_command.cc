@@ -92,6 +92,8 @@ json divergence_json(const CallDivergence& d) {
   if (!d.output_ranges.empty()) out["output_ranges"] = ranges_json(d.output_ranges);
   if (!d.input_blocks.empty()) out["input_blocks"] = d.input_blocks;
   if (!d.output_blocks.empty()) out["output_blocks"] = d.output_blocks;
+  if (d.input_blocks_folded) out["input_blocks_folded"] = true;
+  if (d.output_blocks_folded) out["output_blocks_folded"] = true;
   if (d.source) {
     out["source"] = {{"rank", d.source->rank},
                      {"op", records::op_name(d.source->op)},
@@ -178,16 +180,20 @@ void print_first(const Style& style, const CallDivergence& d) {
   }
   const auto fingerprints = [&](const char* label, bool differs, std::uint64_t a, std::uint64_t b,
                                 const std::vector<analysis::DifferingRange>& ranges,
-                                const std::vector<std::uint32_t>& blocks) {
+                                const std::vector<std::uint32_t>& blocks, bool blocks_folded) {
     if (!differs) return;
     std::cout << "  " << label << "  " << style.bad(hex(a)) << " (A) vs " << style.bad(hex(b)) << " (B)\n";
     if (!ranges.empty()) std::cout << "            differ at " << ranges_text(ranges) << "\n";
     if (!blocks.empty()) std::cout << "            per-peer blocks that differ: " << blocks_text(blocks) << "\n";
+    if (blocks_folded) {
+      std::cout << "            per-peer blocks recorded folded (DETNCCL_TRACE=hash): the peers whose blocks differ "
+                   "cannot be named; DETNCCL_TRACE=segments names them\n";
+    }
   };
   fingerprints("input   ", d.input_differs, d.a.fields.input_fingerprint, d.b.fields.input_fingerprint, d.input_ranges,
-               d.input_blocks);
+               d.input_blocks, d.input_blocks_folded);
   fingerprints("output  ", d.output_differs, d.a.fields.output_fingerprint, d.b.fields.output_fingerprint,
-               d.output_ranges, d.output_blocks);
+               d.output_ranges, d.output_blocks, d.output_blocks_folded);
   if (d.source) {
     std::cout << "  source    rank " << d.source->rank << "'s " << records::op_name(d.source->op) << " (step "
               << d.source->step << ", seq " << d.source->seq << ")\n";

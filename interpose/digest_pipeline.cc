@@ -15,6 +15,7 @@
 #include "interpose/non_blocking.h"
 #include "interpose/shim_log.h"
 #include "interpose/tracer_process.h"
+#include "records/block_digests.h"
 
 namespace detnccl::interpose {
 namespace {
@@ -121,6 +122,9 @@ void write_record(const PendingCall& call) noexcept {
   record.output_blocks = call.output.digests.blocks;
   record.input_segments = call.input.digests.segments;
   record.output_segments = call.output.digests.segments;
+  // RATIONALE: one digest per peer would make the record grow with the world size; below DETNCCL_TRACE=segments
+  // the record carries their fold only (records/block_digests.h says what that loses).
+  records::fold_call_blocks(record, g_process->config.trace >= config::TraceLevel::kSegments);
   writer->append(record);
 }
 

@@ -21,16 +21,18 @@ namespace detnccl::records::call_field {
 
 // How a field's value is shown.
 enum class Value {
-  kNumber,             // the integer
-  kOpName,             // op_name(): "AllReduce"
-  kDatatypeName,       // datatype_name(): "float32"
-  kRedopName,          // redop_name(): "sum"
-  kResultName,         // result_name(): "ncclSuccess"
-  kFlags,              // the integer (JSON: also "in_place"); text: the flag names ("in-place,deterministic")
-  kInputFingerprint,   // the digest when kCallInputFingerprint is set; else null (JSON), "" (CSV), "-" (text)
-  kOutputFingerprint,  // the same for kCallOutputFingerprint
-  kAlgorithm,          // the integer, only when kCallDeterministic is set
-  kStepSource,         // step_source_name(): "marked"; only when known (not StepSource::kUnknown)
+  kNumber,              // the integer
+  kOpName,              // op_name(): "AllReduce"
+  kDatatypeName,        // datatype_name(): "float32"
+  kRedopName,           // redop_name(): "sum"
+  kResultName,          // result_name(): "ncclSuccess"
+  kFlags,               // the integer (JSON: also "in_place"); text: the flag names ("in-place,deterministic")
+  kInputFingerprint,    // the digest when kCallInputFingerprint is set; else null (JSON), "" (CSV), "-" (text)
+  kOutputFingerprint,   // the same for kCallOutputFingerprint
+  kAlgorithm,           // the integer, only when kCallDeterministic is set
+  kStepSource,          // step_source_name(): "marked"; only when known (not StepSource::kUnknown)
+  kInputBlocksDigest,   // the digest when kCallInputBlocksFolded is set; else left out (JSON), "" (CSV), not shown
+  kOutputBlocksDigest,  // the same for kCallOutputBlocksFolded
 };
 
 // Where a field appears, besides the text line (see Text).
@@ -55,29 +57,31 @@ enum class Text {
 
 // X(member, value, outputs, text, text position, before, width, after): every member of CallFields, in the order of
 // the CSV columns.
-#define DETNCCL_CALL_RECORD_FIELDS(X)                                                      \
-  X(seq, kNumber, kEverywhere, kAlways, 1, "", 6, "  ")                                    \
-  X(step, kNumber, kEverywhere, kAlways, 2, "step ", -5, " ")                              \
-  X(step_source, kStepSource, kEverywhere, kNone, 0, "", 0, "")                            \
-  X(comm_ordinal, kNumber, kEverywhere, kAlways, 3, "comm ", 0, " ")                       \
-  X(comm_seq, kNumber, kEverywhere, kAlways, 4, "#", -6, " ")                              \
-  X(op, kOpName, kEverywhere, kDescribed, 5, "", 0, "")                                    \
-  X(datatype, kDatatypeName, kEverywhere, kNone, 0, "", 0, "")                             \
-  X(count, kNumber, kEverywhere, kNone, 0, "", 0, "")                                      \
-  X(redop, kRedopName, kEverywhere, kNone, 0, "", 0, "")                                   \
-  X(peer, kNumber, kEverywhere, kNone, 0, "", 0, "")                                       \
-  X(result, kResultName, kDump, kIfSet, 10, "  -> ", 0, "")                                \
-  X(group_id, kNumber, kDump, kIfSet, 8, "  group ", 0, "")                                \
-  X(flags, kFlags, kDump, kIfSet, 9, "  ", 0, "")                                          \
-  X(input_fingerprint, kInputFingerprint, kEverywhere, kAlways, 6, "  in ", 0, "")         \
-  X(output_fingerprint, kOutputFingerprint, kEverywhere, kAlways, 7, "  out ", 0, "")      \
-  X(algorithm, kAlgorithm, kJsonl, kNone, 0, "", 0, "")                                    \
-  X(premulsum_scalar, kNumber, kNowhere, kNone, 0, "", 0, "")                              \
-  X(input_block_count, kNumber, kNowhere, kNone, 0, "", 0, "") /* shown with the arrays */ \
-  X(output_block_count, kNumber, kNowhere, kNone, 0, "", 0, "")                            \
-  X(input_segment_count, kNumber, kNowhere, kNone, 0, "", 0, "")                           \
-  X(output_segment_count, kNumber, kNowhere, kNone, 0, "", 0, "")                          \
-  X(reserved, kNumber, kNowhere, kNone, 0, "", 0, "")                                      \
+#define DETNCCL_CALL_RECORD_FIELDS(X)                                                          \
+  X(seq, kNumber, kEverywhere, kAlways, 1, "", 6, "  ")                                        \
+  X(step, kNumber, kEverywhere, kAlways, 2, "step ", -5, " ")                                  \
+  X(step_source, kStepSource, kEverywhere, kNone, 0, "", 0, "")                                \
+  X(comm_ordinal, kNumber, kEverywhere, kAlways, 3, "comm ", 0, " ")                           \
+  X(comm_seq, kNumber, kEverywhere, kAlways, 4, "#", -6, " ")                                  \
+  X(op, kOpName, kEverywhere, kDescribed, 5, "", 0, "")                                        \
+  X(datatype, kDatatypeName, kEverywhere, kNone, 0, "", 0, "")                                 \
+  X(count, kNumber, kEverywhere, kNone, 0, "", 0, "")                                          \
+  X(redop, kRedopName, kEverywhere, kNone, 0, "", 0, "")                                       \
+  X(peer, kNumber, kEverywhere, kNone, 0, "", 0, "")                                           \
+  X(result, kResultName, kDump, kIfSet, 12, "  -> ", 0, "")                                    \
+  X(group_id, kNumber, kDump, kIfSet, 10, "  group ", 0, "")                                   \
+  X(flags, kFlags, kDump, kIfSet, 11, "  ", 0, "")                                             \
+  X(input_fingerprint, kInputFingerprint, kEverywhere, kAlways, 6, "  in ", 0, "")             \
+  X(output_fingerprint, kOutputFingerprint, kEverywhere, kAlways, 7, "  out ", 0, "")          \
+  X(input_blocks_digest, kInputBlocksDigest, kEverywhere, kIfSet, 8, "  in-blocks ", 0, "")    \
+  X(output_blocks_digest, kOutputBlocksDigest, kEverywhere, kIfSet, 9, "  out-blocks ", 0, "") \
+  X(algorithm, kAlgorithm, kJsonl, kNone, 0, "", 0, "")                                        \
+  X(premulsum_scalar, kNumber, kNowhere, kNone, 0, "", 0, "")                                  \
+  X(input_block_count, kNumber, kNowhere, kNone, 0, "", 0, "") /* shown with the arrays */     \
+  X(output_block_count, kNumber, kNowhere, kNone, 0, "", 0, "")                                \
+  X(input_segment_count, kNumber, kNowhere, kNone, 0, "", 0, "")                               \
+  X(output_segment_count, kNumber, kNowhere, kNone, 0, "", 0, "")                              \
+  X(reserved, kNumber, kNowhere, kNone, 0, "", 0, "")                                          \
   X(reserved_2, kNumber, kNowhere, kNone, 0, "", 0, "")
 
 // X(member): the arrays of a CallRecord, in their order on disk. JSON lines: the digests, when there are any; CSV:

@@ -257,6 +257,11 @@ enum CallFlags : std::uint16_t {
   kCallPreMulSumScalar = 1u << 4,    // redop is a PreMulSum and premulsum_scalar holds its scalar
   kCallSegmentsDropped = 1u << 5,    // segment digests were dropped: the record would exceed kMaxRecordBytes
   kCallCaptured = 1u << 6,           // issued during CUDA stream capture: recorded without device fingerprints
+  // The side's per-peer block digests were folded (block_digests.h: fold_block_digests) into input_blocks_digest
+  // (output_blocks_digest). Set whenever that side's blocks were fingerprinted; the per-peer list itself is written
+  // only at DETNCCL_TRACE=segments (input_block_count 0 otherwise), so a record stays one size at any world size.
+  kCallInputBlocksFolded = 1u << 7,
+  kCallOutputBlocksFolded = 1u << 8,
 };
 
 // Where a call record's step came from (CallFields::step_source).
@@ -314,14 +319,25 @@ struct CallFields {
   // Appended in format version 2 (a version-1 record reads kUnknown).
   StepSource step_source = StepSource::kUnknown;
   std::uint32_t reserved_2 = 0;
+  // Appended in format version 2 (older records read 0): fold_block_digests of the side's per-peer block digests,
+  // valid when kCallInputBlocksFolded (kCallOutputBlocksFolded) is set.
+  std::uint64_t input_blocks_digest = 0;
+  std::uint64_t output_blocks_digest = 0;
   friend bool operator==(const CallFields&, const CallFields&) = default;
 };
 static_assert(offsetof(CallFields, op) == 72 && offsetof(CallFields, redop) == 76 &&
               offsetof(CallFields, flags) == 88 && offsetof(CallFields, input_block_count) == 92 &&
-              offsetof(CallFields, reserved) == 108 && offsetof(CallFields, step_source) == 112);
+              offsetof(CallFields, reserved) == 108 && offsetof(CallFields, step_source) == 112 &&
+              offsetof(CallFields, input_blocks_digest) == 120 && sizeof(CallFields) == 136);
 
-// A call record: the fixed fields plus the fingerprint arrays. Per-peer block fingerprints (AlltoAll, Gather,
-// Scatter: block i goes to or comes from peer i) let data be matched across ranks; segment digests cover
+// The fixed part the writer states for a call without folded block digests (neither kCall*BlocksFolded bit): the
+// part before input_blocks_digest, whose fields then read 0, their default. So the calls of operations without
+// per-peer blocks cost what they did before the digests were appended.
+inline constexpr std::uint16_t kCallFixedBytesWithoutBlockDigests = offsetof(CallFields, input_blocks_digest);
+
+// A call record: the fixed fields plus the fingerprint arrays. Per-peer block fingerprints (AllGather, AlltoAll,
+// Gather, Scatter: block i goes to or comes from peer i) let data be matched across ranks (written at
+// DETNCCL_TRACE=segments; below it only their fold, input_blocks_digest / output_blocks_digest); segment digests cover
 // consecutive DETNCCL_SEGMENT_BYTES pieces of a buffer. The writer takes the counts from the spans (the *_count
 // fields are ignored on write); from a reader the spans point into the reader's memory and live as long as it.
 struct CallRecord : CallFields {

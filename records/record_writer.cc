@@ -502,8 +502,14 @@ AppendStatus RecordWriter::append(const CallRecord& record) noexcept {
   std::array<std::span<const std::uint64_t>, 4> arrays = {record.input_blocks, record.output_blocks,
                                                           record.input_segments, record.output_segments};
   CallFields fields = record;
-  const auto bytes_with = [&arrays] {
-    std::uint64_t bytes = sizeof(RecordFrame) + sizeof(CallFields);
+  // A digest whose flag is not set is not valid: without either, the part before them is written (they read 0).
+  if ((fields.flags & kCallInputBlocksFolded) == 0) fields.input_blocks_digest = 0;
+  if ((fields.flags & kCallOutputBlocksFolded) == 0) fields.output_blocks_digest = 0;
+  const std::size_t fixed_bytes = (fields.flags & (kCallInputBlocksFolded | kCallOutputBlocksFolded)) != 0
+                                      ? sizeof(CallFields)
+                                      : kCallFixedBytesWithoutBlockDigests;
+  const auto bytes_with = [&arrays, fixed_bytes] {
+    std::uint64_t bytes = sizeof(RecordFrame) + fixed_bytes;
     for (const auto& array : arrays) bytes += array.size_bytes();
     return bytes;
   };
@@ -547,7 +553,7 @@ AppendStatus RecordWriter::append(const CallRecord& record) noexcept {
           index_off_ = true;
         }
       }
-      put_record(RecordType::kCall, &fields, sizeof(fields), arrays, length);
+      put_record(RecordType::kCall, &fields, fixed_bytes, arrays, length);
       ++records_;
       appended = true;
     }

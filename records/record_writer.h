@@ -115,7 +115,9 @@ class RecordWriter {
   // Appends a communicator record. Thread-safe.
   AppendStatus append(const CommunicatorRecord& record) noexcept;
 
-  // Appends a call record; the array counts come from its spans. Thread-safe.
+  // Appends a call record; the array counts come from its spans. Block digests are written as given (the caller
+  // folds them: block_digests.h's fold_call_blocks); a record without folded ones gets the shorter fixed part
+  // (kCallFixedBytesWithoutBlockDigests). Thread-safe.
   AppendStatus append(const CallRecord& record) noexcept;
 
   // Asks the kernel to start writing the appended records to disk (msync MS_ASYNC); returns at once. Records are

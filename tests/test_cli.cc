@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "detnccl_version.h"
+#include "records/block_digests.h"
 #include "records/log_reader.h"
 #include "tests/test_cli_synthetic_run.h"
 #include "tests/test_support.h"
@@ -437,6 +438,80 @@ TEST(CliDump, EveryFormatHasOneLinePerCall) {
   ASSERT_EQ(csv.exit_code, 0);
   EXPECT_EQ(static_cast<std::size_t>(std::count(csv.output.begin(), csv.output.end(), '\n')), 1 + 2 * calls);
   EXPECT_EQ(detnccl("dump --format xml " + dir.run("a")).exit_code, 2);
+}
+
+// Compact records (DETNCCL_TRACE=hash: per-peer blocks folded, records/block_digests.h) as the binary shows them:
+// dump prints each fold (text, JSON lines, CSV) and no list; diff says that the differing peers cannot be named at
+// this level; check --json counts the AlltoAlls whose blocks could not be matched.
+TEST(Cli, CompactRecordsShowTheirFoldsAndSayWhatTheyCannotName) {
+  using detnccl::records::OpId;
+  TempDir dir;
+  detnccl::test::SyntheticRunSpec a;
+  a.fold_blocks = true;
+  detnccl::test::SyntheticRunSpec b = a;
+  b.hook = [](std::uint32_t rank, detnccl::records::CallFields& call, auto&, auto& output_blocks, auto&, auto&) {
+    if (call.step != 2 || call.op != OpId::kAllGather) return true;
+    if (rank == 2) call.input_fingerprint ^= 1;
+    call.output_fingerprint ^= 1;
+    output_blocks[2] ^= 1;
+    return true;
+  };
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "a", a), "");
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "b", b), "");
+  // Run A's first AllGather of step 2 (call 3 of 12 in the step) gathered synthetic_digest(r, 2 * 12 + 3, 1).
+  std::vector<std::uint64_t> gathered;
+  for (std::uint64_t r = 0; r < 4; ++r) gathered.push_back(detnccl::test::synthetic_digest(r, 2 * 12 + 3, 1));
+  char fold_hex[17];
+  std::snprintf(fold_hex, sizeof fold_hex, "%016llx",
+                static_cast<unsigned long long>(detnccl::records::fold_block_digests(gathered)));
+  const std::string fold = fold_hex;
+
+  const CommandResult jsonl = detnccl("dump --rank 2 --format jsonl " + dir.run("a"));
+  ASSERT_EQ(jsonl.exit_code, 0);
+  bool seen = false;
+  std::istringstream lines(jsonl.output);
+  for (std::string line; std::getline(lines, line);) {
+    const json parsed = json::parse(line, nullptr, false);
+    ASSERT_FALSE(parsed.is_discarded()) << line;
+    if (parsed["type"] != "call" || parsed["op"] != "AllGather") continue;
+    EXPECT_FALSE(parsed.contains("output_blocks")) << line;
+    EXPECT_FALSE(parsed.contains("input_blocks_digest")) << "AllGather's input has no per-peer blocks: " << line;
+    if (parsed["seq"] == 2 * 12 + 3) {
+      EXPECT_EQ(parsed["output_blocks_digest"], fold) << line;
+      seen = true;
+    }
+  }
+  EXPECT_TRUE(seen) << jsonl.output;
+  const CommandResult text = detnccl("dump --rank 2 " + dir.run("a"));
+  EXPECT_NE(text.output.find("out-blocks " + fold), std::string::npos) << text.output;
+  const CommandResult csv = detnccl("dump --rank 2 --format csv " + dir.run("a"));
+  EXPECT_NE(csv.output.find(",input_blocks_digest,output_blocks_digest,"), std::string::npos) << csv.output;
+  EXPECT_NE(csv.output.find("," + fold + ",0,0,0,0\n"), std::string::npos) << "the fold, and no list: " << csv.output;
+
+  const json result = diff_json(dir, "a", "b");
+  ASSERT_FALSE(result.is_discarded());
+  const json& first = result["first_divergence"];
+  EXPECT_EQ(first["rank"], 2);
+  EXPECT_EQ(first["op"], "AllGather");
+  EXPECT_EQ(first["kind"], "input");
+  EXPECT_EQ(first["role"], "origin");
+  EXPECT_EQ(first["output_blocks_folded"], true);
+  EXPECT_FALSE(first.contains("output_blocks")) << first.dump();
+  EXPECT_EQ(first["a"]["output_blocks_digest"], fold);
+  EXPECT_NE(first["b"]["output_blocks_digest"], fold);
+  EXPECT_EQ(result["receivers"], json::array({0, 1, 3}));
+  const CommandResult diff_text = detnccl("diff " + dir.run("a") + " " + dir.run("b"));
+  EXPECT_EQ(diff_text.exit_code, 1);
+  EXPECT_NE(diff_text.output.find("the peers whose blocks differ cannot be named; DETNCCL_TRACE=segments names them"),
+            std::string::npos)
+      << diff_text.output;
+
+  const CommandResult check = detnccl("check --json " + dir.run("a"));
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  const json checked = json::parse(check.output, nullptr, false);
+  ASSERT_FALSE(checked.is_discarded()) << check.output;
+  EXPECT_EQ(checked["verdict"], "consistent");
+  EXPECT_EQ(checked["folded_blocks_unchecked"], 2 * a.steps);  // two AlltoAlls per step
 }
 
 // The step source of each call (a field appended in format version 2): dump's JSON lines and CSV show it for a log

@@ -487,6 +487,158 @@ TEST_F(Analysis, CheckMatchesGatheredAndExchangedBlocks) {
   EXPECT_EQ(gather->ranks, std::vector<std::uint32_t>{3});
 }
 
+// The same corruptions in compact records (DETNCCL_TRACE=hash: each side's per-peer blocks folded,
+// records/block_digests.h). The AllGather is still caught, by the fold of the members' inputs in rank order against
+// the gathered output's fold, but its member cannot be named; AlltoAll's block-by-block relation cannot be checked,
+// and a note says so. At the segments level the lists are back and so is everything the lists gave.
+TEST_F(Analysis, CheckMatchesFoldedGatheredBlocksWithoutNamingTheMember) {
+  SyntheticRunSpec spec;
+  spec.fold_blocks = true;
+  spec.hook = [](std::uint32_t rank, CallFields& call, Blocks&, Blocks& output_blocks, Blocks&, Blocks&) {
+    if (call.step == 0 && call.op == OpId::kAlltoAll && rank == 1) output_blocks[2] ^= 1;
+    if (call.step == 1 && call.op == OpId::kAllGather) output_blocks[3] ^= 1;  // all members agree, but wrongly
+    return true;
+  };
+  write("hash", spec);
+  const auto result = check("hash");
+  ASSERT_EQ(result.error, "");
+  // The two AllGathers of step 1; the AlltoAll's corruption goes unseen.
+  ASSERT_EQ(result.finding_counts.size(), 1u);
+  ASSERT_EQ(result.finding_counts.at(CheckFindingKind::kContentMismatch), 2u);
+  for (const auto& finding : result.findings) {
+    EXPECT_EQ(finding.op, OpId::kAllGather);
+    EXPECT_EQ(finding.step, 1u);
+    EXPECT_TRUE(finding.ranks.empty()) << "a fold cannot name the member";
+    EXPECT_NE(finding.message.find("the gathered blocks differ from the members' inputs"), std::string::npos)
+        << finding.message;
+    EXPECT_NE(finding.message.find("DETNCCL_TRACE=segments names it"), std::string::npos) << finding.message;
+  }
+  // Every AlltoAll (two per step) is left unchecked, and said to be.
+  EXPECT_EQ(result.folded_blocks_unchecked, 2 * spec.steps);
+  const bool noted = std::any_of(result.notes.begin(), result.notes.end(), [](const std::string& note) {
+    return note.find("8 collectives' per-peer blocks were recorded folded") != std::string::npos;
+  });
+  EXPECT_TRUE(noted) << ::testing::PrintToString(result.notes);
+
+  // Without the corruption the folded run is consistent, each AllGather checked once by its fold.
+  SyntheticRunSpec clean;
+  clean.fold_blocks = true;
+  write("clean", clean);
+  const auto consistent = check("clean");
+  EXPECT_TRUE(consistent.clean()) << ::testing::PrintToString(consistent.notes);
+  SyntheticRunSpec listed;  // the lists only: the AllGather is checked member by member
+  write("listed", listed);
+  const auto with_lists = check("listed");
+  EXPECT_TRUE(with_lists.clean());
+  // Per AllGather (two per step): 1 fold check rather than one per member; per AlltoAll: none rather than n * n.
+  const std::uint64_t n = spec.ranks;
+  EXPECT_EQ(with_lists.content_checks - consistent.content_checks, 2 * spec.steps * ((n - 1) + n * n));
+
+  // At the segments level the lists are written beside the folds: the members are named again.
+  SyntheticRunSpec segments = spec;
+  segments.segments = 2;
+  write("segments", segments);
+  const auto named = check("segments");
+  ASSERT_EQ(named.finding_counts.at(CheckFindingKind::kContentMismatch), 4u);
+  EXPECT_EQ(named.findings[0].op, OpId::kAlltoAll);
+  EXPECT_EQ(named.findings[0].ranks, std::vector<std::uint32_t>{1});
+  EXPECT_EQ(named.folded_blocks_unchecked, 0u);
+}
+
+// Gather and Scatter have a holder of the blocks (the root): its fold is checked against the members' fingerprints
+// in rank order. The synthetic pattern's Broadcast is made a Gather (even steps) or a Scatter (odd steps) here.
+TEST_F(Analysis, CheckMatchesARootsFoldedBlocksOfGatherAndScatter) {
+  const auto as_gather_or_scatter = [](std::uint32_t corrupt_block) {
+    return [corrupt_block](std::uint32_t rank, CallFields& call, Blocks& input_blocks, Blocks& output_blocks, Blocks&,
+                           Blocks&) {
+      if (call.op != OpId::kBroadcast) return true;
+      constexpr std::uint32_t kRanks = 4;
+      const bool gather = call.step % 2 == 0;
+      const auto data = [&call](std::uint32_t r) { return detnccl::test::synthetic_digest(r, call.seq, 9); };
+      Blocks& held = gather ? output_blocks : input_blocks;
+      held.clear();
+      if (rank == 0) {
+        for (std::uint32_t r = 0; r < kRanks; ++r) held.push_back(data(r));
+        if (call.step == 2 || call.step == 3) held[corrupt_block] ^= 1;
+      }
+      call.op = gather ? OpId::kGather : OpId::kScatter;
+      call.peer = 0;
+      call.input_fingerprint = gather ? data(rank) : 0;
+      call.output_fingerprint = gather ? 0 : data(rank);
+      const bool input = gather || rank == 0, output = !gather || rank == 0;
+      call.flags = static_cast<std::uint16_t>((input ? detnccl::records::kCallInputFingerprint : 0) |
+                                              (output ? detnccl::records::kCallOutputFingerprint : 0));
+      if (gather && rank == 0) call.output_fingerprint = data(99);
+      if (!gather && rank == 0) call.input_fingerprint = data(99);
+      return true;
+    };
+  };
+  for (const bool fold : {false, true}) {
+    SCOPED_TRACE(fold ? "folded" : "lists");
+    SyntheticRunSpec spec;
+    spec.fold_blocks = fold;
+    spec.hook = as_gather_or_scatter(2);
+    const std::string name = fold ? "folded" : "lists";
+    write(name, spec);
+    const auto result = check(name);
+    ASSERT_EQ(result.error, "");
+    // Steps 2 (Gather) and 3 (Scatter), two such calls each (the pattern repeats twice per step).
+    ASSERT_EQ(result.finding_counts.at(CheckFindingKind::kContentMismatch), 4u);
+    ASSERT_EQ(result.findings.size(), 4u);
+    for (std::size_t i = 0; i < 4; ++i) {
+      EXPECT_EQ(result.findings[i].op, i < 2 ? OpId::kGather : OpId::kScatter);
+      EXPECT_EQ(result.findings[i].step, i < 2 ? 2u : 3u);
+    }
+    for (const auto& finding : result.findings) {
+      EXPECT_EQ(finding.ranks, fold ? std::vector<std::uint32_t>{} : std::vector<std::uint32_t>{2}) << finding.message;
+    }
+  }
+}
+
+// diff on compact records: the divergence, its kind and its role (origin, receivers with their source) are found as
+// with the lists; only the per-peer blocks that differ are not named, and the divergence says why.
+TEST_F(Analysis, DiffOnFoldedBlocksKeepsOriginAndReceiversAndSaysThePeersAreNotNamed) {
+  const std::uint32_t bad_rank = 2;
+  for (const bool fold : {false, true}) {
+    SCOPED_TRACE(fold ? "folded" : "lists");
+    SyntheticRunSpec a;
+    a.fold_blocks = fold;
+    SyntheticRunSpec b = a;
+    // Rank 2's AllGather input differs at step 2: every member's gathered output differs in block 2.
+    b.hook = [&](std::uint32_t rank, CallFields& call, Blocks&, Blocks& output_blocks, Blocks&, Blocks&) {
+      if (call.step != 2 || call.op != OpId::kAllGather) return true;
+      if (rank == bad_rank) call.input_fingerprint ^= 1;
+      call.output_fingerprint ^= 1;
+      output_blocks[bad_rank] ^= 1;
+      return true;
+    };
+    const std::string name_a = fold ? "fa" : "la", name_b = fold ? "fb" : "lb";
+    write(name_a, a);
+    write(name_b, b);
+    const auto result = diff(name_a, name_b);
+    ASSERT_EQ(result.error, "");
+    ASSERT_TRUE(result.first.has_value());
+    EXPECT_EQ(result.first->rank, bad_rank);
+    EXPECT_EQ(result.first->step(), 2u);
+    EXPECT_EQ(result.first->kind, DivergenceKind::kInput);
+    EXPECT_EQ(result.first->role, DivergenceRole::kOrigin);
+    EXPECT_EQ(result.first->present_side().fields.op, OpId::kAllGather);
+    EXPECT_EQ(result.receivers, (std::vector<std::uint32_t>{0, 1, 3}));
+    for (const auto& rank : result.ranks) {
+      ASSERT_TRUE(rank.first.has_value());
+      const auto& first = *rank.first;
+      EXPECT_TRUE(first.output_differs);
+      EXPECT_FALSE(first.input_blocks_folded) << "AllGather's input has no per-peer blocks";
+      EXPECT_EQ(first.output_blocks_folded, fold);
+      EXPECT_EQ(first.output_blocks, fold ? std::vector<std::uint32_t>{} : std::vector<std::uint32_t>{bad_rank});
+      if (rank.rank == bad_rank) continue;
+      EXPECT_EQ(first.role, DivergenceRole::kReceiver);
+      ASSERT_TRUE(first.source.has_value());
+      EXPECT_EQ(first.source->rank, bad_rank);
+    }
+  }
+}
+
 // A truncated log (tracing stopped early, e.g. disk full) holds every call up to its marker; the calls after it were
 // made but not recorded: the other members' calls that expect them are not checked, never "not joined".
 TEST_F(Analysis, CheckDoesNotCallTheCallsAfterATruncationMissing) {

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "records/block_digests.h"
 #include "records/log_format.h"
 #include "records/record_writer.h"
 
@@ -60,7 +61,10 @@ struct SyntheticRunSpec {
   std::uint64_t count = 1024;    // elements per call (float32)
   std::uint32_t segments = 0;    // segment digests per buffer (0: none); DETNCCL_SEGMENT_BYTES=1M
   bool fingerprints = true;      // false: a trace level "meta" run
-  std::string extra_config;      // appended to the header's configuration text
+  // true: as today's shim writes: each side's per-peer blocks folded (records::fold_call_blocks, after the hook),
+  // their lists kept only at the segments level (segments > 0); false: the lists only, as detnccl wrote before.
+  bool fold_blocks = false;
+  std::string extra_config;  // appended to the header's configuration text
   // Appended after extra_config on one rank: a per-rank setting (DETNCCL_LOG_FILE=log-<rank>).
   std::function<std::string(std::uint32_t rank)> rank_config;
   // The header's NCCL_* lines.
@@ -216,6 +220,7 @@ inline std::string write_synthetic_run(const std::string& dir, const std::string
         record.output_blocks = output_blocks;
         record.input_segments = input_segments;
         record.output_segments = output_segments;
+        if (spec.fold_blocks) records::fold_call_blocks(record, spec.segments > 0);
         created.writer->append(record);
         ++seq;
       }

@@ -31,6 +31,7 @@
 #include <tuple>
 #include <thread>
 
+#include "records/block_digests.h"
 #include "records/communicator_id.h"
 #include "records/log_format.h"
 #include "records/log_reader.h"
@@ -111,6 +112,15 @@ CallRecord make_call(std::uint64_t i, CallArrays& arrays) {
   call.flags = kCallInputFingerprint | kCallOutputFingerprint | (i % 2 ? kCallInPlace : 0) |
                (i % 7 == 0 ? kCallPreMulSumScalar : 0);
   call.algorithm = i % 13 == 0 ? 2 : 0;
+  // Folded block digests on some calls (written with the longer fixed part), any value: the writer stores them.
+  if (i % 5 == 2) {
+    call.flags |= kCallInputBlocksFolded;
+    call.input_blocks_digest = mix(i ^ 0x3000);
+  }
+  if (i % 4 == 3) {
+    call.flags |= kCallOutputBlocksFolded;
+    call.output_blocks_digest = mix(i ^ 0x4000);
+  }
   const auto fill = [i](std::vector<std::uint64_t>& array, std::size_t size, std::uint64_t salt) {
     array.resize(size);
     for (std::size_t k = 0; k < size; ++k) array[k] = mix(i * 1000 + salt * 100 + k);
@@ -164,7 +174,7 @@ CommunicatorRecord make_communicator(std::uint64_t ordinal) {
 }
 
 struct ReadLog {
-  std::vector<LogRecord> records;  // communicators and calls
+  std::vector<LogRecord> records;         // communicators and calls
   std::vector<StepDigestRecord> digests;  // written ones, then those recomputed for a torn step
   std::uint64_t recomputed = 0;
   LogEnd end;
@@ -1533,10 +1543,13 @@ TEST(LogFormatV2, TheWriterStatesEveryFixedPartsLength) {
   }
   constexpr std::uint16_t kComm = sizeof(CommunicatorRecord), kCall = sizeof(CallFields), kEnd = sizeof(EndRecord);
   constexpr std::uint16_t kDigest = sizeof(StepDigestRecord), kIndex = sizeof(StepIndexFields);
+  // A call without folded block digests stops before them (120 bytes): calls 0 and 1; call 2 has one.
+  constexpr std::uint16_t kCallWithout = offsetof(CallFields, input_blocks_digest);
+  static_assert(kCallWithout == 120 && kCallWithout == kCallFixedBytesWithoutBlockDigests);
   // Three calls of step 0 on three communicators: three digests and the step index at close.
   const std::vector<std::pair<std::uint16_t, std::uint16_t>> expected = {
-      {1, kComm},   {1, kComm},   {2, kCall},   {2, kCall},  {2, kCall},
-      {5, kDigest}, {5, kDigest}, {5, kDigest}, {6, kIndex}, {4, kEnd}};
+      {1, kComm},   {1, kComm},   {2, kCallWithout}, {2, kCallWithout}, {2, kCall},
+      {5, kDigest}, {5, kDigest}, {5, kDigest},      {6, kIndex},       {4, kEnd}};
   EXPECT_EQ(types_and_fixed, expected);
 }
 
@@ -1615,8 +1628,11 @@ TEST(LogFormatV2, AShorterFixedPartLeavesTheFieldsItLacksAtTheirDefaults) {
   ASSERT_TRUE(opened.reader);
   const ReadLog log = read_all(*opened.reader);
   ASSERT_EQ(log.records.size(), 3u);
+  RecordFrame frame{};
+  std::memcpy(&frame, bytes.data() + log.records[2].offset, sizeof(frame));
+  EXPECT_EQ(frame.fixed_bytes, kCallFixedBytesWithoutBlockDigests);  // call 0 has no folded block digest
   const std::byte* payload = bytes.data() + log.records[2].offset + sizeof(RecordFrame);
-  const auto later = read_fixed_part<CallFieldsOfALaterReader>(payload, sizeof(CallFields));
+  const auto later = read_fixed_part<CallFieldsOfALaterReader>(payload, frame.fixed_bytes);
   CallArrays arrays;
   CallFields expected = make_call(0, arrays);
   EXPECT_EQ(later.today, expected);
@@ -1816,6 +1832,157 @@ TEST(RecordWriterCrashPromise, ATruncationMarkerIsWholeOrAbsentToo) {
   writer->stop_early("tracing stopped: the test said so");
   EXPECT_EQ(observer.complete, 2u);
   EXPECT_EQ(observer.instants, 8u);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Folded per-peer block digests (block_digests.h)
+
+// The fold, computed here with libxxhash from its definition: XXH3-64 of the digests' bytes, seed "dnblock1".
+std::uint64_t reference_fold(const std::vector<std::uint64_t>& digests) {
+  return XXH3_64bits_withSeed(digests.data(), digests.size() * 8, 0x316b636f6c626e64ull);
+}
+
+// n per-peer block digests of one side of a call (any values: the writer and the fold only move them).
+std::vector<std::uint64_t> peer_digests(std::uint32_t n, std::uint64_t salt) {
+  std::vector<std::uint64_t> digests(n);
+  for (std::uint32_t p = 0; p < n; ++p) digests[p] = mix(salt * 100000 + p);
+  return digests;
+}
+
+TEST(BlockDigests, TheFoldIsXxh3OfTheDigestsInPeerOrder) {
+  const std::vector<std::uint64_t> digests = peer_digests(5, 1);
+  EXPECT_EQ(fold_block_digests(digests), reference_fold(digests));
+  std::vector<std::uint64_t> swapped = digests;
+  std::swap(swapped[1], swapped[3]);
+  EXPECT_NE(fold_block_digests(swapped), fold_block_digests(digests)) << "the peers' order is part of the fold";
+  std::vector<std::uint64_t> changed = digests;
+  changed[4] ^= 1;
+  EXPECT_NE(fold_block_digests(changed), fold_block_digests(digests));
+  // One block is folded too: its fold is not its digest (a fold never passes for a fingerprint).
+  EXPECT_NE(fold_block_digests(std::span(digests.data(), 1)), digests[0]);
+}
+
+// Each record of `path`, as (frame length, decoded call) in file order, calls only.
+std::vector<std::pair<std::uint32_t, CallRecord>> call_records_with_lengths(const std::string& path,
+                                                                            std::unique_ptr<LogReader>& keep) {
+  const std::vector<std::byte> bytes = file_bytes(path);
+  auto opened = LogReader::open_file(path);
+  EXPECT_TRUE(opened.reader) << opened.error;
+  std::vector<std::pair<std::uint32_t, CallRecord>> out;
+  if (!opened.reader) return out;
+  LogRecord record;
+  while (opened.reader->next(record)) {
+    const auto* call = std::get_if<CallRecord>(&record.record);
+    if (call == nullptr) continue;
+    RecordFrame frame{};
+    std::memcpy(&frame, bytes.data() + record.offset, sizeof(frame));
+    out.emplace_back(frame.length, *call);
+  }
+  EXPECT_EQ(opened.reader->end().kind, LogEndKind::kClosed) << opened.reader->end().message;
+  keep = std::move(opened.reader);
+  return out;
+}
+
+// At DETNCCL_TRACE=hash the shim folds the per-peer lists (fold_call_blocks without keeping them): an AlltoAll or
+// AllGather record is then the frame and the whole fixed part, 16 + 136 bytes, at every world size; at
+// DETNCCL_TRACE=segments it keeps the lists, 8 bytes per peer and side more.
+TEST(BlockDigests, AHashLevelRecordStaysOneSizeAtAnyWorldSize) {
+  constexpr std::uint32_t kCompactBytes = sizeof(RecordFrame) + 136;
+  static_assert(sizeof(CallFields) == 136);
+  for (const bool keep_lists : {false, true}) {
+    for (const std::uint32_t nranks : {1u, 2u, 8u, 256u, 4096u}) {
+      SCOPED_TRACE((keep_lists ? "segments level, " : "hash level, ") + std::to_string(nranks) + " ranks");
+      TempDir dir;
+      auto writer = create_or_fail({dir.path(), "run", rank_log_file_name(0)});
+      ASSERT_TRUE(writer);
+      const std::vector<std::uint64_t> alltoall_in = peer_digests(nranks, 1), alltoall_out = peer_digests(nranks, 2);
+      const std::vector<std::uint64_t> gathered = peer_digests(nranks, 3);
+      CallRecord alltoall;
+      alltoall.op = OpId::kAlltoAll;
+      alltoall.flags = kCallInputFingerprint | kCallOutputFingerprint;
+      alltoall.input_blocks = alltoall_in;
+      alltoall.output_blocks = alltoall_out;
+      fold_call_blocks(alltoall, keep_lists);
+      CallRecord allgather;
+      allgather.seq = 1;
+      allgather.op = OpId::kAllGather;
+      allgather.flags = kCallInputFingerprint | kCallOutputFingerprint;
+      allgather.output_blocks = gathered;
+      fold_call_blocks(allgather, keep_lists);
+      CallRecord allreduce;  // no per-peer blocks: no folded digest, the shorter fixed part
+      allreduce.seq = 2;
+      allreduce.op = OpId::kAllReduce;
+      allreduce.flags = kCallInputFingerprint | kCallOutputFingerprint;
+      fold_call_blocks(allreduce, keep_lists);
+      for (const CallRecord& call : {alltoall, allgather, allreduce})
+        EXPECT_EQ(writer->append(call), AppendStatus::kOk);
+      writer->close();
+
+      std::unique_ptr<LogReader> reader;
+      const auto calls = call_records_with_lengths(writer->path(), reader);
+      ASSERT_EQ(calls.size(), 3u);
+      const std::uint32_t lists = keep_lists ? 8 * nranks : 0;
+      EXPECT_EQ(calls[0].first, kCompactBytes + 2 * lists);
+      EXPECT_EQ(calls[1].first, kCompactBytes + lists);
+      EXPECT_EQ(calls[2].first, sizeof(RecordFrame) + 120);
+
+      const CallRecord& a2a = calls[0].second;
+      EXPECT_EQ(a2a.flags & (kCallInputBlocksFolded | kCallOutputBlocksFolded),
+                kCallInputBlocksFolded | kCallOutputBlocksFolded);
+      EXPECT_EQ(a2a.input_blocks_digest, reference_fold(alltoall_in));
+      EXPECT_EQ(a2a.output_blocks_digest, reference_fold(alltoall_out));
+      EXPECT_EQ(a2a.input_blocks.size(), keep_lists ? nranks : 0u);
+      EXPECT_EQ(a2a.output_blocks.size(), keep_lists ? nranks : 0u);
+      if (keep_lists) {
+        EXPECT_TRUE(std::ranges::equal(a2a.input_blocks, alltoall_in));
+      }
+      EXPECT_EQ(input_blocks_folded_only(a2a), !keep_lists);
+      EXPECT_EQ(output_blocks_folded_only(a2a), !keep_lists);
+
+      const CallRecord& ag = calls[1].second;
+      EXPECT_EQ(ag.flags & (kCallInputBlocksFolded | kCallOutputBlocksFolded), kCallOutputBlocksFolded);
+      EXPECT_EQ(ag.input_blocks_digest, 0u);
+      EXPECT_EQ(ag.output_blocks_digest, reference_fold(gathered));
+      EXPECT_EQ(input_blocks_fold(ag), std::nullopt);
+      EXPECT_EQ(output_blocks_fold(ag), reference_fold(gathered));
+
+      const CallRecord& ar = calls[2].second;
+      EXPECT_EQ(ar.flags & (kCallInputBlocksFolded | kCallOutputBlocksFolded), 0);
+      EXPECT_EQ(ar.input_blocks_digest, 0u);
+      EXPECT_EQ(ar.output_blocks_digest, 0u);
+    }
+  }
+}
+
+// A record written before the folded digests (the per-peer lists only) gives the same fold as the compact record of
+// the same blocks, so the tools compare old and new logs alike.
+TEST(BlockDigests, ARecordWithOnlyTheListsFoldsToTheCompactRecordsDigest) {
+  const std::vector<std::uint64_t> blocks = peer_digests(16, 4);
+  CallRecord old_style;
+  old_style.op = OpId::kAlltoAll;
+  old_style.input_blocks = blocks;
+  old_style.output_blocks = blocks;
+  CallRecord compact = old_style;
+  fold_call_blocks(compact, false);
+  EXPECT_TRUE(compact.input_blocks.empty());
+  EXPECT_EQ(input_blocks_fold(old_style), reference_fold(blocks));
+  EXPECT_EQ(input_blocks_fold(compact), reference_fold(blocks));
+  EXPECT_EQ(output_blocks_fold(old_style), output_blocks_fold(compact));
+  EXPECT_FALSE(input_blocks_folded_only(old_style));
+  EXPECT_TRUE(input_blocks_folded_only(compact));
+  // A digest without its flag is not written: it reads 0, as the shorter fixed part it gets says.
+  TempDir dir;
+  auto writer = create_or_fail({dir.path(), "run", rank_log_file_name(0)});
+  ASSERT_TRUE(writer);
+  CallRecord stray;
+  stray.input_blocks_digest = 42;
+  EXPECT_EQ(writer->append(stray), AppendStatus::kOk);
+  writer->close();
+  std::unique_ptr<LogReader> reader;
+  const auto calls = call_records_with_lengths(writer->path(), reader);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].first, sizeof(RecordFrame) + 120);
+  EXPECT_EQ(calls[0].second.input_blocks_digest, 0u);
 }
 
 }  // namespace

@@ -79,6 +79,22 @@ TEST(ShimTraceWindows, StepAndOpWindowsSelectWhatIsHashedButEveryCallIsCounted) 
   }
 }
 
+// DETNCCL_TRACE=segments keeps each per-peer block digest (AllGather, AlltoAll, Gather, Scatter) beside their fold;
+// the hash level (the test above) records the fold only.
+TEST(ShimTraceWindows, SegmentsLevelRecordsThePerPeerBlocksBesideTheirFold) {
+  TempDir dir;
+  const CommandResult job = run_traced_job(3, "DETNCCL_DIR=" + dir.path() + " DETNCCL_RUN=s DETNCCL_TRACE=segments");
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  for (int rank = 0; rank < 3; ++rank) {
+    const RankLog log = read_log(rank_log(dir.path(), "s", rank));
+    ASSERT_NE(log.header.config_text.find("DETNCCL_TRACE=segments\n"), std::string::npos) << log.header.config_text;
+    check_against_script(log, rank, 3, 2, /*fingerprints_expected=*/true);
+    std::size_t listed = 0;
+    for (const CallRecord& call : log.calls) listed += call.input_blocks.size() + call.output_blocks.size();
+    EXPECT_GT(listed, 0u);
+  }
+}
+
 TEST(ShimTraceWindows, MetaLevelRecordsCallsWithoutFingerprints) {
   TempDir dir;
   const CommandResult job = run_traced_job(2, "DETNCCL_DIR=" + dir.path() + " DETNCCL_RUN=m DETNCCL_TRACE=meta");

@@ -7,15 +7,19 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <utility>
 #include <variant>
 #include <vector>
 
+#include "abi/traced_ops.h"
 #include "hash/fingerprint.h"
+#include "records/block_digests.h"
 #include "records/log_reader.h"
 #include "tests/trace_job_script.h"
 
@@ -30,6 +34,7 @@ struct RankLog {
   detnccl::records::LogHeader header;
   std::vector<CommunicatorRecord> communicators;
   std::vector<CallRecord> calls;
+  std::vector<uint32_t> call_lengths;  // each call record's length in the file, frame included
   detnccl::records::LogEndKind end = detnccl::records::LogEndKind::kNotReached;
   std::unique_ptr<LogReader> reader;  // owns the memory the records' spans point into
 };
@@ -40,9 +45,16 @@ inline RankLog read_log(const std::string& path) {
   EXPECT_TRUE(opened.reader) << path << ": " << opened.error;
   if (!opened.reader) return log;
   log.header = opened.reader->header();
+  std::ifstream file(path, std::ios::binary);
   LogRecord record;
   while (opened.reader->next(record)) {
-    if (auto* call = std::get_if<CallRecord>(&record.record)) log.calls.push_back(*call);
+    if (auto* call = std::get_if<CallRecord>(&record.record)) {
+      log.calls.push_back(*call);
+      uint32_t length = 0;  // the frame's first field
+      file.seekg(static_cast<std::streamoff>(record.offset));
+      file.read(reinterpret_cast<char*>(&length), sizeof length);
+      log.call_lengths.push_back(length);
+    }
     if (auto* comm = std::get_if<CommunicatorRecord>(&record.record)) log.communicators.push_back(*comm);
   }
   log.end = opened.reader->end().kind;
@@ -60,7 +72,8 @@ inline uint64_t fingerprint_of(const std::vector<std::byte>& bytes) {
   return detnccl::hash::fingerprint(bytes.data(), bytes.size());
 }
 
-// Checks one rank's log against the script: metadata of every call, and every fingerprint the window selected.
+// Checks one rank's log against the script: metadata of every call, and every fingerprint the window selected; the
+// per-peer blocks' fold, and their list when the log's DETNCCL_TRACE is segments (else each record's size).
 // `non_blocking`: calls of a non-blocking communicator whose outputs are not fingerprinted keep the result the call
 // returned, ncclInProgress.
 inline void check_against_script(const RankLog& log, int rank, int nranks, int steps, bool fingerprints_expected,
@@ -71,6 +84,7 @@ inline void check_against_script(const RankLog& log, int rank, int nranks, int s
   EXPECT_EQ(log.header.rank, static_cast<uint32_t>(rank));
   EXPECT_EQ(log.header.world_size, static_cast<uint32_t>(nranks));
   EXPECT_EQ(log.end, detnccl::records::LogEndKind::kClosed);
+  const bool lists_expected = log.header.config_text.find("DETNCCL_TRACE=segments\n") != std::string::npos;
 
   std::size_t index = 0;
   for (int step = 0; step < steps; ++step) {
@@ -116,15 +130,46 @@ inline void check_against_script(const RankLog& log, int rank, int nranks, int s
       if (output_hashed) {
         EXPECT_EQ(call.output_fingerprint, fingerprint_of(expected.output));
       }
-      if (fingerprints_expected && expected.blocks > 0) {
-        const auto& whole = expected.blocks_on_input ? expected.input : expected.output;
-        const auto blocks = expected.blocks_on_input ? call.input_blocks : call.output_blocks;
-        ASSERT_EQ(blocks.size(), expected.blocks);
-        const std::size_t block_bytes = whole.size() / expected.blocks;
-        for (std::size_t b = 0; b < expected.blocks; ++b) {
-          EXPECT_EQ(blocks[b], detnccl::hash::fingerprint(whole.data() + b * block_bytes, block_bytes))
-              << "block " << b;
+      // Per-peer blocks (abi/traced_ops.h): their fold always, their list only at DETNCCL_TRACE=segments.
+      const auto& row = detnccl::abi::kTracedOps[detnccl::abi::traced_op_index(static_cast<uint16_t>(expected.op))];
+      for (const bool input : {true, false}) {
+        SCOPED_TRACE(input ? "input blocks" : "output blocks");
+        const bool per_peer =
+            (input ? row.input_per_peer() : row.output_per_peer()) && (input ? input_hashed : output_hashed);
+        const uint16_t folded_bit =
+            input ? detnccl::records::kCallInputBlocksFolded : detnccl::records::kCallOutputBlocksFolded;
+        const auto list = input ? call.input_blocks : call.output_blocks;
+        EXPECT_EQ((call.flags & folded_bit) != 0, per_peer);
+        if (!per_peer) {
+          EXPECT_TRUE(list.empty());
+          continue;
         }
+        const auto& whole = input ? expected.input : expected.output;
+        const std::size_t block_bytes = whole.size() / static_cast<std::size_t>(nranks);
+        std::vector<uint64_t> blocks;
+        for (int b = 0; b < nranks; ++b) {
+          blocks.push_back(
+              detnccl::hash::fingerprint(whole.data() + static_cast<std::size_t>(b) * block_bytes, block_bytes));
+        }
+        if (expected.blocks > 0 && expected.blocks_on_input == input) {
+          EXPECT_EQ(blocks.size(), expected.blocks);
+        }
+        EXPECT_EQ(input ? call.input_blocks_digest : call.output_blocks_digest,
+                  detnccl::records::fold_block_digests(blocks));
+        if (lists_expected) {
+          EXPECT_TRUE(std::ranges::equal(list, blocks));
+        } else {
+          EXPECT_TRUE(list.empty()) << "the list is folded below DETNCCL_TRACE=segments";
+        }
+      }
+      // Below DETNCCL_TRACE=segments a record is the frame and the fixed part: one size at any world size (the
+      // longer fixed part holds the folded block digests).
+      if (!lists_expected) {
+        const bool folded =
+            (call.flags & (detnccl::records::kCallInputBlocksFolded | detnccl::records::kCallOutputBlocksFolded)) != 0;
+        EXPECT_EQ(log.call_lengths[index], sizeof(detnccl::records::RecordFrame) +
+                                               (folded ? sizeof(detnccl::records::CallFields)
+                                                       : detnccl::records::kCallFixedBytesWithoutBlockDigests));
       }
     }
   }

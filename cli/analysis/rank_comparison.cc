@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "cli/analysis/run_jobs.h"
+#include "records/block_digests.h"
 
 namespace detnccl::analysis {
 namespace {
@@ -29,7 +30,7 @@ struct AlignKeyHash {
 struct Side {
   std::unique_ptr<RankLogStream> stream;
   bool done = true;
-  std::unordered_map<std::uint64_t, std::uint64_t> base;  // ordinal -> comm_seq of its first call in range
+  OrdinalMap<std::uint64_t> base;  // ordinal -> comm_seq of its first call in range
   std::unordered_map<AlignKey, CallInRun, AlignKeyHash> pending;
   std::uint64_t calls = 0;
   std::optional<std::uint64_t> first_step;  // over every call of the log, in range or not
@@ -96,10 +97,12 @@ CallSide side_of(const CallInRun& call) {
   return side;
 }
 
-template <typename T>
-void note_difference(std::vector<std::string>& out, std::string_view what, const T& a, const T& b) {
-  if (a != b) out.push_back(std::string(what) + " " + a + " vs " + b);
+// Notes "what A vs B" when the values differ; the text is made only then (most compared calls are equal).
+template <typename T, typename Format>
+void note_difference(std::vector<std::string>& out, std::string_view what, const T& a, const T& b, Format format) {
+  if (a != b) out.push_back(std::string(what) + " " + format(a) + " vs " + format(b));
 }
+const auto kNumber = [](auto value) { return std::to_string(value); };
 
 class RankComparison {
  public:
@@ -122,21 +125,19 @@ class RankComparison {
       if (start_a && start_b && *start_a > *options_.from_step && *start_a > *start_b) b_.align_from = start_a;
     }
     fingerprints_comparable_ = !a_.stream || !b_.stream || a_.fingerprint_version == b_.fingerprint_version;
-    CallInRun call;
+    CallInRun call_a;
+    CallInRun call_b;
     while (!a_.done || !b_.done) {
-      for (const bool from_a : {true, false}) {
-        Side& self = from_a ? a_ : b_;
-        if (self.done) continue;
-        if (!read_in_range(self, call)) {
-          self.done = true;
-        } else if (past_window(call)) {
-          self.done = true;
-          self.stopped_early = true;
-        } else {
-          ++self.taken;
-          take(self, from_a ? b_ : a_, call, from_a);
-        }
+      const bool got_a = next_call(a_, call_a);
+      const bool got_b = next_call(b_, call_b);
+      // RATIONALE: runs that agree make the same calls in the same order: compared at once, nothing kept pending.
+      if (got_a && got_b && a_.pending.empty() && b_.pending.empty() && !a_.align_from && !b_.align_from &&
+          key_of(a_, call_a) == key_of(b_, call_b)) {
+        compare(call_a, call_b);
+        continue;
       }
+      if (got_a) take(a_, b_, call_a, /*from_a=*/true);
+      if (got_b) take(b_, a_, call_b, /*from_a=*/false);
     }
     // What is left pending was never matched: the other run has no such call (or, when the other run's reading
     // stopped after the window, it was not read).
@@ -174,6 +175,22 @@ class RankComparison {
     return true;
   }
 
+  // The next call of a side to compare, or false when the side is done (its log read, or the window passed).
+  bool next_call(Side& side, CallInRun& call) {
+    if (side.done) return false;
+    if (!read_in_range(side, call)) {
+      side.done = true;
+      return false;
+    }
+    if (past_window(call)) {
+      side.done = true;
+      side.stopped_early = true;
+      return false;
+    }
+    ++side.taken;
+    return true;
+  }
+
   // The shortcut: both logs read from their first differing group on, as if everything before it had been read
   // (the groups before it are equal: their digests match).
   void start_at_first_difference() {
@@ -192,7 +209,9 @@ class RankComparison {
     for (auto [side, index, first] : {std::tuple{&a_, index_a, plan_->entry_a}, std::tuple{&b_, index_b, plan_->entry_b}}) {
       for (std::size_t i = 0; i < index->entries.size(); ++i) {
         const records::StepIndexEntry& entry = index->entries[i];
-        side->base.try_emplace(entry.comm_ordinal, entry.first_comm_seq);
+        bool fresh = false;
+        std::uint64_t& base = side->base.get(entry.comm_ordinal, &fresh);
+        if (fresh) base = entry.first_comm_seq;
         side->index_calls += entry.calls;
         side->first_step = std::min(side->first_step.value_or(entry.step), entry.step);
         side->last_step = std::max(side->last_step.value_or(entry.step), entry.step);
@@ -227,9 +246,10 @@ class RankComparison {
         ++side.calls;  // before the other run's log starts: never aligned (take() reports it missing there)
         return true;
       }
-      const auto [base, inserted] = side.base.try_emplace(call.call.comm_ordinal, call.call.comm_seq);
-      (void)inserted;
-      if (call.call.comm_seq < base->second) continue;  // a step marked out of order: outside the range
+      bool fresh = false;
+      std::uint64_t& base = side.base.get(call.call.comm_ordinal, &fresh);
+      if (fresh) base = call.call.comm_seq;
+      if (call.call.comm_seq < base) continue;  // a step marked out of order: outside the range
       ++side.calls;
       return true;
     }
@@ -237,7 +257,7 @@ class RankComparison {
   }
 
   AlignKey key_of(const Side& side, const CallInRun& call) const {
-    return {call.call.comm_ordinal, call.call.comm_seq - side.base.at(call.call.comm_ordinal)};
+    return {call.call.comm_ordinal, call.call.comm_seq - *side.base.find(call.call.comm_ordinal)};
   }
 
   void take(Side& self, Side& other, const CallInRun& call, bool from_a) {
@@ -281,28 +301,27 @@ class RankComparison {
     CallDivergence divergence;
     divergence.rank = result_.rank;
     auto& meta = divergence.metadata_differences;
-    note_difference(meta, "op", std::string(records::op_name(x.op)), std::string(records::op_name(y.op)));
-    note_difference(meta, "count", std::to_string(x.count), std::to_string(y.count));
-    note_difference(meta, "datatype", std::string(records::datatype_name(x.datatype)),
-                    std::string(records::datatype_name(y.datatype)));
-    note_difference(meta, "reduction", std::string(records::redop_name(x.redop)),
-                    std::string(records::redop_name(y.redop)));
-    note_difference(meta, is_point_to_point(x.op) ? "peer" : "root", std::to_string(x.peer), std::to_string(y.peer));
+    note_difference(meta, "op", x.op, y.op, [](records::OpId op) { return std::string(records::op_name(op)); });
+    note_difference(meta, "count", x.count, y.count, kNumber);
+    note_difference(meta, "datatype", x.datatype, y.datatype,
+                    [](std::uint16_t datatype) { return std::string(records::datatype_name(datatype)); });
+    note_difference(meta, "reduction", x.redop, y.redop,
+                    [](std::int32_t redop) { return std::string(records::redop_name(redop)); });
+    note_difference(meta, is_point_to_point(x.op) ? "peer" : "root", x.peer, y.peer, kNumber);
     // RATIONALE: steps from different sources (the job's marks, the optimizer, detnccl's inference) may number the
     // same iteration differently: the run-wide note says so (run_diff.cc), and such steps are not compared.
-    if (step_sources_comparable(step_source_bit(x.step_source), step_source_bit(y.step_source))) {
-      note_difference(meta, "step", std::to_string(x.step), std::to_string(y.step));
+    if (x.step != y.step &&
+        step_sources_comparable(step_source_bit(x.step_source), step_source_bit(y.step_source))) {
+      note_difference(meta, "step", x.step, y.step, kNumber);
     }
-    note_difference(meta, "communicator size", std::to_string(a.communicator.nranks),
-                    std::to_string(b.communicator.nranks));
-    note_difference(meta, "rank in communicator", std::to_string(a.communicator.rank),
-                    std::to_string(b.communicator.rank));
+    note_difference(meta, "communicator size", a.communicator.nranks, b.communicator.nranks, kNumber);
+    note_difference(meta, "rank in communicator", a.communicator.rank, b.communicator.rank, kNumber);
     if (compared_result(x.result) != compared_result(y.result)) {
       meta.push_back("result " + std::string(records::result_name(x.result)) + " vs " +
                      std::string(records::result_name(y.result)));
     }
     if ((x.flags & records::kCallPreMulSumScalar) != 0 && (y.flags & records::kCallPreMulSumScalar) != 0) {
-      note_difference(meta, "PreMulSum scalar", std::to_string(x.premulsum_scalar), std::to_string(y.premulsum_scalar));
+      note_difference(meta, "PreMulSum scalar", x.premulsum_scalar, y.premulsum_scalar, kNumber);
     }
     if (!meta.empty()) {
       divergence.kind = DivergenceKind::kMetadata;
@@ -335,12 +354,16 @@ class RankComparison {
           differing_ranges(a.call.input_segments, b.call.input_segments, segment,
                            saturating_product(input_elements(x, nranks, a.communicator.rank), element), element);
       divergence.input_blocks = differing_blocks(a.call.input_blocks, b.call.input_blocks);
+      divergence.input_blocks_folded =
+          records::input_blocks_folded_only(a.call) || records::input_blocks_folded_only(b.call);
     }
     if (divergence.output_differs) {
       divergence.output_ranges =
           differing_ranges(a.call.output_segments, b.call.output_segments, segment,
                            saturating_product(output_elements(x, nranks, a.communicator.rank), element), element);
       divergence.output_blocks = differing_blocks(a.call.output_blocks, b.call.output_blocks);
+      divergence.output_blocks_folded =
+          records::output_blocks_folded_only(a.call) || records::output_blocks_folded_only(b.call);
     }
     record(std::move(divergence), a);
   }

@@ -16,6 +16,7 @@
 #include "cli/analysis/parallel.h"
 #include "cli/analysis/run_jobs.h"
 #include "hash/fingerprint.h"
+#include "records/block_digests.h"
 
 namespace detnccl::analysis {
 
@@ -286,6 +287,31 @@ class Checker {
     add_finding(std::move(finding));
   }
 
+  // A holder's fold of per-peer blocks (records/block_digests.h) against the fold of the members' input (or output)
+  // fingerprints in rank order: block r is member r's buffer, byte for byte, so the two folds are equal unless a
+  // block differs. Which one cannot be told from folds: the finding names no rank. Needs every member's fingerprint.
+  void check_folded_blocks(const Group& group, const CollectiveKey& key,
+                           const std::map<std::uint32_t, const Member*>& by_comm_rank, std::uint64_t holder_fold,
+                           bool members_input, const std::string& what) {
+    if (by_comm_rank.size() != group.nranks) return;  // a member is missing: its own finding says so
+    std::vector<std::uint64_t> fingerprints;
+    fingerprints.reserve(group.nranks);
+    for (const auto& [r, member] : by_comm_rank) {
+      if (r != fingerprints.size() || !(members_input ? member->has_input() : member->has_output())) {
+        ++result_.folded_blocks_unchecked;
+        return;
+      }
+      fingerprints.push_back(members_input ? member->call.call.input_fingerprint
+                                           : member->call.call.output_fingerprint);
+    }
+    ++result_.content_checks;
+    if (records::fold_block_digests(fingerprints) == holder_fold) return;
+    content_failure(group, key, {},
+                    what +
+                        " (the folds differ; the blocks were recorded folded, DETNCCL_TRACE=hash, so the member "
+                        "at fault cannot be named: DETNCCL_TRACE=segments names it)");
+  }
+
   void check_group(const Group& group, const CollectiveKey& key) {
     ++result_.collectives;
     if (!check_metadata(group, key)) return;
@@ -337,10 +363,16 @@ class Checker {
       if (op == OpId::kAllGather && !outputs.empty()) {
         // Block r of the gathered output is member r's input.
         const Member* holder = nullptr;
+        const Member* folded = nullptr;  // a member that recorded the blocks' fold only (DETNCCL_TRACE=hash)
         for (const Member& member : group.members) {
-          if (member.has_output() && member.call.call.output_blocks.size() == group.nranks) holder = &member;
+          if (!member.has_output()) continue;
+          if (member.call.call.output_blocks.size() == group.nranks) holder = &member;
+          if (records::output_blocks_folded_only(member.call.call)) folded = &member;
         }
-        if (holder != nullptr) {
+        if (holder == nullptr && folded != nullptr) {
+          check_folded_blocks(group, key, by_comm_rank, folded->call.call.output_blocks_digest, true,
+                              "the gathered blocks differ from the members' inputs");
+        } else if (holder != nullptr) {
           std::vector<std::uint32_t> odd;
           for (const auto& [r, member] : by_comm_rank) {
             if (!member->has_input()) continue;
@@ -355,7 +387,14 @@ class Checker {
       return;
     }
     if (op == OpId::kAlltoAll) {
-      // Output block p of member r is input block r of member p.
+      // Output block p of member r is input block r of member p: a relation between single blocks, which their folds
+      // cannot show.
+      if (std::any_of(group.members.begin(), group.members.end(), [](const Member& member) {
+            return records::input_blocks_folded_only(member.call.call) ||
+                   records::output_blocks_folded_only(member.call.call);
+          })) {
+        ++result_.folded_blocks_unchecked;
+      }
       std::vector<std::uint32_t> odd;
       std::string example;
       for (const auto& [r, receiver] : by_comm_rank) {
@@ -382,7 +421,17 @@ class Checker {
       const Member& holder = *root->second;
       const bool gather = op == OpId::kGather;
       const auto blocks = gather ? holder.call.call.output_blocks : holder.call.call.input_blocks;
-      if ((gather ? !holder.has_output() : !holder.has_input()) || blocks.size() != group.nranks) return;
+      if (gather ? !holder.has_output() : !holder.has_input()) return;
+      if (gather ? records::output_blocks_folded_only(holder.call.call)
+                 : records::input_blocks_folded_only(holder.call.call)) {
+        check_folded_blocks(group, key, by_comm_rank,
+                            gather ? holder.call.call.output_blocks_digest : holder.call.call.input_blocks_digest,
+                            gather,
+                            gather ? "the root's gathered blocks differ from the members' inputs"
+                                   : "the blocks the members received differ from the root's");
+        return;
+      }
+      if (blocks.size() != group.nranks) return;
       std::vector<std::uint32_t> odd;
       for (const auto& [r, member] : by_comm_rank) {
         if (!(gather ? member->has_input() : member->has_output())) continue;
@@ -611,6 +660,15 @@ CheckResult check_run(const RunLogs& run, const CheckOptions& options) {
     if (total > result.findings.size()) {
       result.notes.push_back(std::to_string(total - result.findings.size()) +
                              " more findings were counted but not kept");
+    }
+    if (result.folded_blocks_unchecked > 0) {
+      result.notes.push_back(
+          std::to_string(result.folded_blocks_unchecked) +
+          (result.folded_blocks_unchecked == 1 ? " collective's" : " collectives'") +
+          " per-peer blocks were recorded folded (DETNCCL_TRACE=hash) and could not be matched across ranks "
+          "(AlltoAll's "
+          "block-by-block relation, or a member without its fingerprint): DETNCCL_TRACE=segments records them peer "
+          "by peer");
     }
     if (result.content_unchecked > 0) {
       result.notes.push_back(std::to_string(result.content_unchecked) +

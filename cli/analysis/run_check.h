@@ -5,7 +5,10 @@
 // mismatches, and "not all ranks joined" naming the ranks that did not. Where the records hold fingerprints, the
 // contents must agree too: AllReduce, AllGather and Broadcast outputs identical on every member; each Send's
 // input equal to its matching Recv's output; AllGather, AlltoAll, Gather and Scatter blocks equal to the data each
-// peer sent. A content failure inside one run means corrupted data or a broken collective.
+// peer sent. A content failure inside one run means corrupted data or a broken collective. Per-peer blocks recorded
+// folded (DETNCCL_TRACE=hash, records/block_digests.h) are checked as a whole where the relation allows it (AllGather,
+// Gather, Scatter: the holder's fold against the fold of the members' fingerprints), without naming the member at
+// fault; AlltoAll's block-by-block relation needs the per-peer lists (DETNCCL_TRACE=segments).
 //
 // The ranks' headers must agree too: the same DETNCCL_* configuration, detnccl, NCCL and fingerprint versions.
 //
@@ -77,7 +80,10 @@ struct CheckResult {
   std::uint64_t point_to_point_pairs = 0;  // Send/Recv pairs matched
   std::uint64_t content_checks = 0;        // fingerprint relations checked
   std::uint64_t content_unchecked = 0;     // calls matched without the fingerprints a content check needs
-  std::vector<CheckFinding> findings;      // ordered by step, communicator, index
+  // Collectives whose per-peer blocks were recorded folded (DETNCCL_TRACE=hash) where the fold cannot be checked:
+  // AlltoAll (its relation is between single blocks), or a member lacking the fingerprint the fold is checked against.
+  std::uint64_t folded_blocks_unchecked = 0;
+  std::vector<CheckFinding> findings;  // ordered by step, communicator, index
   std::map<CheckFindingKind, std::uint64_t> finding_counts;
   std::vector<std::string> notes;  // logs that end early, findings not kept...
   // Settings that differ between ranks but cannot change any call (is_diagnostic_setting(): a per-rank

@@ -77,8 +77,12 @@ struct CallDivergence {
   bool output_differs = false;
   std::vector<DifferingRange> input_ranges;  // from segment digests, when both runs recorded them
   std::vector<DifferingRange> output_ranges;
-  std::vector<std::uint32_t> input_blocks;  // per-peer blocks that differ
+  std::vector<std::uint32_t> input_blocks;  // per-peer blocks that differ (both runs recorded the per-peer lists)
   std::vector<std::uint32_t> output_blocks;
+  // The side differs and a run recorded only the fold of its per-peer blocks (DETNCCL_TRACE=hash,
+  // records/block_digests.h): which peers' blocks differ cannot be named; DETNCCL_TRACE=segments names them.
+  bool input_blocks_folded = false;
+  bool output_blocks_folded = false;
   std::string cause;                 // one sentence, filled by the cross-rank classification
   std::optional<SourceCall> source;  // receivers: the call whose data differs
   // The order of divergences within a rank and across ranks: step, then sequence number.

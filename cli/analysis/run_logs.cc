@@ -158,8 +158,9 @@ bool RankLogStream::seek_to_group(std::size_t entry) {
   const std::uint64_t offset = entry < entries.size() ? entries[entry].group_offset : index->end_offset;
   if (!reader_->seek(offset)) return false;
   for (std::size_t i = 0; i < index->communicators.size() && index->communicator_offsets[i] < offset; ++i) {
-    by_ordinal_[index->communicators[i].ordinal] = communicators_.size();
-    communicators_.push_back(index->communicators[i]);
+    const records::CommunicatorRecord& communicator = index->communicators[i];
+    by_ordinal_.get(communicator.ordinal) = {communicator.id, communicator.nranks, communicator.rank, true};
+    communicators_.push_back(communicator);
   }
   seeked_ = true;
   next_group_ = entry;
@@ -173,7 +174,7 @@ void RankLogStream::enter_group() {
   const auto& pairs = step_index_->pairs;
   const std::uint64_t group = entries[next_group_].group_offset;
   for (; next_group_ < entries.size() && entries[next_group_].group_offset == group; ++next_group_) {
-    Counters& counters = counters_[entries[next_group_].comm_ordinal];
+    Counters& counters = counters_.get(entries[next_group_].comm_ordinal);
     counters.collectives = entries[next_group_].collectives_before;
     for (; next_pair_ < pairs.size() && pairs[next_pair_].entry == next_group_; ++next_pair_) {
       const records::StepIndexPair& pair = pairs[next_pair_];
@@ -192,17 +193,14 @@ bool RankLogStream::next(CallInRun& out) {
       }
     }
     if (const auto* communicator = std::get_if<records::CommunicatorRecord>(&record.record)) {
-      by_ordinal_[communicator->ordinal] = communicators_.size();
+      by_ordinal_.get(communicator->ordinal) = {communicator->id, communicator->nranks, communicator->rank, true};
       communicators_.push_back(*communicator);
       continue;
     }
     out.call = std::get<records::CallRecord>(record.record);
-    out.communicator = {};
-    if (const auto found = by_ordinal_.find(out.call.comm_ordinal); found != by_ordinal_.end()) {
-      const records::CommunicatorRecord& communicator = communicators_[found->second];
-      out.communicator = {communicator.id, communicator.nranks, communicator.rank, true};
-    }
-    Counters& counters = counters_[out.call.comm_ordinal];
+    const CommunicatorInfo* communicator = by_ordinal_.find(out.call.comm_ordinal);
+    out.communicator = communicator != nullptr ? *communicator : CommunicatorInfo{};
+    Counters& counters = counters_.get(out.call.comm_ordinal);
     if (is_point_to_point(out.call.op)) {
       // RATIONALE: NCCL matches the k-th Send from a to b with the k-th Recv on b from a (per communicator), so a
       // per-(op, peer) count names the partner call on the other rank.

@@ -23,6 +23,37 @@
 
 namespace detnccl::analysis {
 
+// A map keyed by communicator ordinal, which is small and dense in practice (0, 1, 2... in creation order): a vector
+// below kDense, a hash map above it, so that the per-call lookups of the offline tools cost an index.
+template <typename T>
+class OrdinalMap {
+ public:
+  // The value for `ordinal`, default-constructed and inserted when absent; `inserted` says whether it was.
+  T& get(std::uint64_t ordinal, bool* inserted = nullptr) {
+    if (ordinal < kDense) {
+      if (ordinal >= dense_.size()) dense_.resize(ordinal + 1);
+      auto& [present, value] = dense_[ordinal];
+      if (inserted != nullptr) *inserted = !present;
+      present = true;
+      return value;
+    }
+    const auto [found, fresh] = sparse_.try_emplace(ordinal);
+    if (inserted != nullptr) *inserted = fresh;
+    return found->second;
+  }
+  // The value for `ordinal`, or null.
+  const T* find(std::uint64_t ordinal) const {
+    if (ordinal < kDense) return ordinal < dense_.size() && dense_[ordinal].first ? &dense_[ordinal].second : nullptr;
+    const auto found = sparse_.find(ordinal);
+    return found == sparse_.end() ? nullptr : &found->second;
+  }
+
+ private:
+  static constexpr std::uint64_t kDense = 1024;
+  std::vector<std::pair<bool, T>> dense_;
+  std::unordered_map<std::uint64_t, T> sparse_;
+};
+
 // One rank's log file of a run.
 struct RankLogFile {
   std::uint32_t rank = 0;  // from the file name (rank-NNNNN.dnc)
@@ -148,8 +179,8 @@ class RankLogStream {
   std::unique_ptr<records::LogReader> reader_;
   std::string path_;
   std::vector<records::CommunicatorRecord> communicators_;
-  std::unordered_map<std::uint64_t, std::size_t> by_ordinal_;  // ordinal -> index in communicators_
-  std::unordered_map<std::uint64_t, Counters> counters_;       // per communicator ordinal
+  OrdinalMap<CommunicatorInfo> by_ordinal_;  // the latest communicator record of each ordinal
+  OrdinalMap<Counters> counters_;            // per communicator ordinal
   std::uint64_t calls_read_ = 0;
   std::unique_ptr<steps::StepInference> step_inference_;  // null: steps as written
   std::optional<records::StepIndex> step_index_;
