@@ -1208,3 +1208,82 @@ TEST_F(Analysis, AResumedRunComparedFromAnEarlierStepHasNoCallsBeforeItsStart) {
 }
 
 }  // namespace
+
+namespace {
+
+// A stream moved to a step's first call by the step index numbers every call that follows as a stream that read
+// the log from its start: the same communicator, collective index and Send/Recv pair index.
+TEST_F(Analysis, AStreamMovedToAStepByTheIndexNumbersCallsAsAFullRead) {
+  SyntheticRunSpec spec;
+  spec.steps = 10;
+  write("a", spec);
+  const auto run = detnccl::analysis::list_run(dir_.run("a"));
+  ASSERT_FALSE(run.logs.empty());
+  std::string error;
+  const auto full = detnccl::analysis::RankLogStream::open(run.logs[1], error);
+  ASSERT_TRUE(full) << error;
+  std::vector<detnccl::analysis::CallInRun> every;
+  detnccl::analysis::CallInRun call;
+  while (full->next(call)) every.push_back(call);
+  const auto probe = detnccl::analysis::RankLogStream::open(run.logs[1], error);
+  const detnccl::records::StepIndex* index = probe->step_index();
+  ASSERT_NE(index, nullptr);
+  bool paired = false;
+  for (const auto& listed : every) paired = paired || detnccl::analysis::is_point_to_point(listed.call.op);
+  ASSERT_TRUE(paired) << "the synthetic mix has Send/Recv calls, whose pair counts the index carries";
+  for (std::size_t entry = 0; entry < index->entries.size(); ++entry) {
+    if (entry > 0 && index->entries[entry - 1].group_offset == index->entries[entry].group_offset) continue;
+    const auto moved = detnccl::analysis::RankLogStream::open(run.logs[1], error);
+    ASSERT_NE(moved->step_index(), nullptr);
+    ASSERT_TRUE(moved->seek_to_group(entry));
+    std::size_t at = 0;
+    while (at < every.size() && every[at].call.step < index->entries[entry].step) ++at;
+    std::size_t read = 0;
+    while (moved->next(call)) {
+      ASSERT_LT(at, every.size());
+      const auto& expected = every[at++];
+      EXPECT_EQ(call.call.seq, expected.call.seq);
+      EXPECT_EQ(call.collective_index, expected.collective_index) << "seq " << expected.call.seq;
+      EXPECT_EQ(call.pair_index, expected.pair_index) << "seq " << expected.call.seq;
+      EXPECT_EQ(call.communicator.id, expected.communicator.id);
+      EXPECT_EQ(call.communicator.nranks, expected.communicator.nranks);
+      ++read;
+    }
+    EXPECT_EQ(at, every.size());
+    EXPECT_GT(read, 0u);
+  }
+}
+
+// diff on two runs that part at one step reads only the calls from that step on: the equal steps before it are
+// compared by their digests (and counted as matching), the later ones are not read at all.
+TEST_F(Analysis, TheStepIndexShortcutReadsOnlyFromTheFirstDifferingStep) {
+  SyntheticRunSpec spec;
+  spec.steps = 40;
+  write("a", spec);
+  SyntheticRunSpec perturbed = spec;
+  perturbed.hook = [](std::uint32_t rank, CallFields& call, Blocks&, Blocks&, Blocks&, Blocks&) {
+    if (rank == 2 && call.step >= 30) call.input_fingerprint ^= 1;
+    return true;
+  };
+  write("b", perturbed);
+  const auto result = diff("a", "b");  // also compared against --all-records by the fixture
+  ASSERT_TRUE(result.first.has_value());
+  EXPECT_EQ(result.first->rank, 2u);
+  EXPECT_EQ(result.first->step(), 30u);
+  std::uint64_t calls = 0;
+  std::uint64_t read = 0;
+  for (const auto& rank : result.ranks) {
+    calls += rank.calls_a + rank.calls_b;
+    read += rank.calls_read;
+    EXPECT_TRUE(rank.digest_shortcut) << "rank " << rank.rank;
+  }
+  const auto& origin = result.ranks[2];
+  EXPECT_EQ(origin.calls_matched_by_digest, 30 * spec.calls_per_step);
+  EXPECT_EQ(origin.read_through_step, std::optional<std::uint64_t>(30));
+  EXPECT_EQ(origin.calls_not_read, 2 * 9 * spec.calls_per_step) << "steps 31-39 of both runs";
+  // Rank 2 reads step 30 of both runs; other ranks' outputs at step 30 differ only where they meet rank 2's data.
+  EXPECT_LE(read, 2 * spec.ranks * spec.calls_per_step);
+  EXPECT_LT(read * 10, calls) << read << " of " << calls << " calls read";
+}
+
+}  // namespace
