@@ -28,10 +28,6 @@ T load(const std::byte* at) noexcept {
 
 std::string at_offset(std::uint64_t offset) { return "at offset " + std::to_string(offset); }
 
-// RATIONALE: consumed pages of a mapped log are released in steps of this many bytes: large enough that the madvise
-// calls cost nothing next to reading the records, small enough that a thousand open readers stay within a few GiB.
-constexpr std::uint64_t kReleaseStepBytes = 4u << 20;
-
 std::uint64_t page_size() noexcept {
   const long size = sysconf(_SC_PAGESIZE);
   return size > 0 ? static_cast<std::uint64_t>(size) : 4096;
@@ -257,7 +253,7 @@ std::uint64_t LogReader::end_of_data(std::uint64_t offset) const noexcept {
 }
 
 void LogReader::release_pages_before(std::uint64_t offset) noexcept {
-  if (mapping_ == nullptr || offset < released_ + kReleaseStepBytes) return;
+  if (mapping_ == nullptr || offset < released_ + std::max(release_step_bytes_, page_size())) return;
   const std::uint64_t end = offset / page_size() * page_size();
   // The mapping is private and never written, so MADV_DONTNEED only drops clean copies of file pages: touching one
   // again reads it back from the file. Failure is harmless (the pages just stay resident).

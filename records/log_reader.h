@@ -136,6 +136,11 @@ class LogReader {
   // Records of unknown types skipped (written by a newer detnccl of the same format version).
   std::uint64_t unknown_records_skipped() const noexcept { return unknown_skipped_; }
 
+  // How many bytes of consumed pages are given back to the kernel at a time (default 4 MiB, at least one page):
+  // what a reader keeps resident behind its cursor. A tool that holds many readers open at once (`detnccl check`, a
+  // reader per rank) makes it smaller.
+  void set_page_release_bytes(std::uint64_t bytes) noexcept { release_step_bytes_ = bytes; }
+
   // Step index records next() passed by (read_step_index() reads them).
   std::uint64_t step_index_records_passed() const noexcept { return index_records_; }
 
@@ -164,6 +169,9 @@ class LogReader {
   std::uint64_t size_ = 0;
   void* mapping_ = nullptr;          // when reading a file
   std::uint64_t released_ = 0;       // mapped bytes before this offset were given back (a multiple of the page size)
+  // RATIONALE: 4 MiB by default: the madvise calls cost nothing next to reading the records, and a reader alone keeps
+  // little resident; check, with a reader per rank, divides a budget among them (run_check.cc).
+  std::uint64_t release_step_bytes_ = 4u << 20;  // set_page_release_bytes()
   std::vector<std::uint64_t> copy_;  // when reading bytes: aligned storage
   bool return_step_digests_ = false;
   bool seeked_ = false;                 // seek() skipped records: the end marker's count is not checked

@@ -577,6 +577,11 @@ CheckResult check_run(const RunLogs& run, const CheckOptions& options) {
     }
     const std::size_t n = streams.size();
     result.ranks = static_cast<std::uint32_t>(n);
+    // RATIONALE: every rank's log is open at once; each keeps the pages behind its cursor resident until it gives
+    // them back, so the budget is shared: 256 MiB over all readers, between 64 KiB and 4 MiB each.
+    constexpr std::uint64_t kResidentBudget = 256u << 20;
+    const std::uint64_t release = std::clamp<std::uint64_t>(kResidentBudget / n, 64u << 10, 4u << 20);
+    for (const auto& stream : streams) stream->set_page_release_bytes(release);
     check_configurations(streams, readable, result, options.findings_kept);
     Checker checker(result, options);
     std::vector<std::vector<CallInRun>> batches(n);

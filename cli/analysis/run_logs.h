@@ -159,6 +159,9 @@ class RankLogStream {
   // Records of types this reader does not know, skipped (a newer detnccl of the same format version wrote them).
   std::uint64_t unknown_records_skipped() const noexcept { return reader_->unknown_records_skipped(); }
 
+  // How much of the log stays resident behind the cursor (records::LogReader::set_page_release_bytes).
+  void set_page_release_bytes(std::uint64_t bytes) noexcept { reader_->set_page_release_bytes(bytes); }
+
   // Step digest records read so far, in file order (records/step_digest.h).
   const std::vector<records::StepDigestRecord>& step_digests() const noexcept { return reader_->step_digests(); }
 
