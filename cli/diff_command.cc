@@ -1,14 +1,20 @@
 // detnccl diff: renders the comparison of two runs (cli/analysis/run_diff.h) — verdict first, then the evidence:
-// configuration differences, the first divergent call and why, receivers, a per-rank table, notes.
+// configuration differences, the first divergent call and why, receivers, a per-rank table, notes. With --partial,
+// writes one rank range's partial result instead (cli/analysis/partial_diff.h), which `detnccl merge` renders.
 #include <algorithm>
+#include <charconv>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
+#include <system_error>
 
+#include "cli/analysis/partial_diff.h"
 #include "cli/analysis/run_diff.h"
 #include "cli/call_field_output.h"
 #include "cli/commands.h"
+#include "cli/diff_report.h"
 #include "cli/step_numbering_options.h"
 #include "cli/terminal.h"
 #include "hash/fingerprint.h"
@@ -374,6 +380,60 @@ void print_rank_table(const DiffCommandOptions& options, const RunDiff& diff, co
             << missing << " missing\n";
 }
 
+// "A-B" or "A" (decimal ranks that fit in 32 bits, A <= B) as a range; throws BadArguments otherwise.
+analysis::RankRange parse_rank_range(const std::string& text) {
+  const auto number = [&](std::string_view digits, std::uint32_t& value) {
+    const auto [stop, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    return !digits.empty() && stop == digits.data() + digits.size() && error == std::errc();
+  };
+  const std::size_t dash = text.find('-');
+  analysis::RankRange range;
+  const std::string_view view(text);
+  const bool parsed = dash == std::string::npos
+                          ? number(view, range.first) && number(view, range.last)
+                          : number(view.substr(0, dash), range.first) && number(view.substr(dash + 1), range.last);
+  if (!parsed || range.first > range.last) {
+    throw BadArguments("--ranks '" + text.substr(0, 80) +
+                       "' is not a rank range: A-B (0 <= A <= B < 2^32, both included) or one rank A");
+  }
+  return range;
+}
+
+// `diff --partial`: compares the ranks of the range and writes the partial result on standard output. Exit status
+// 0 when every rank of the range was compared, 2 when the runs or a log of the range are unusable (the part still
+// says so, and merge reports it as one process would).
+int write_partial(const DiffCommandOptions& options, const analysis::RunLogs& a, const analysis::RunLogs& b,
+                  const analysis::DiffOptions& diff_options, std::atomic<std::size_t>& done) {
+  analysis::PartialDiff part;
+  part.run_a = options.run_a;
+  part.run_b = options.run_b;
+  part.from_step = options.from_step;
+  part.to_step = options.to_step;
+  part.infer_steps = diff_options.step_numbering.infer;
+  part.step_boundary = options.step_numbering.step_boundary;
+  part.use_step_index = diff_options.use_step_index;
+  part.divergent_calls_kept = diff_options.divergent_calls_kept;
+  if (options.ranks) part.range = parse_rank_range(*options.ranks);
+  std::set<std::uint32_t> ranks;
+  for (const analysis::RunLogs* run : {&a, &b}) {
+    for (const analysis::RankLogFile& file : run->logs) {
+      if (part.range.contains(file.rank)) ranks.insert(file.rank);
+    }
+  }
+  {
+    const Progress progress("detnccl diff", ranks.size(), "ranks compared", done);
+    part.result = analysis::compare_rank_range(a, b, diff_options, part.range);
+  }
+  std::cout << analysis::write_partial_diff(part) << "\n";
+  std::string error = part.result.error;
+  for (const RankDiff& rank : part.result.ranks) {
+    if (error.empty()) error = !rank.unusable.empty() ? rank.unusable : rank.header_error;
+  }
+  if (error.empty()) return kExitSame;
+  std::cerr << "detnccl diff: unusable input: " << error << "\n";
+  return kExitUnusable;
+}
+
 }  // namespace
 
 int diff_command(const DiffCommandOptions& options) {
@@ -387,11 +447,16 @@ int diff_command(const DiffCommandOptions& options) {
   diff_options.use_step_index = !options.all_records;
   diff_options.threads = options.threads;
   diff_options.ranks_done = &done;
+  if (options.partial) return write_partial(options, a, b, diff_options, done);
   RunDiff diff;
   {
     const Progress progress("detnccl diff", std::max(a.logs.size(), b.logs.size()), "ranks compared", done);
     diff = analysis::diff_runs(a, b, diff_options);
   }
+  return print_diff_report(options, diff, "diff");
+}
+
+int print_diff_report(const DiffCommandOptions& options, const RunDiff& diff, const char* command) {
   if (options.json) {
     json out = {{"verdict", verdict(diff)}, {"run_a", options.run_a}, {"run_b", options.run_b}};
     if (!diff.error.empty()) {
@@ -463,8 +528,8 @@ int diff_command(const DiffCommandOptions& options) {
     print_text(options, diff);
   }
   if (!diff.error.empty()) {
-    std::cerr << (diff.nothing_in_range || !diff.steps_comparable ? "detnccl diff: " : "detnccl diff: unusable input: ")
-              << diff.error << "\n";
+    std::cerr << "detnccl " << command << ": "
+              << (diff.nothing_in_range || !diff.steps_comparable ? "" : "unusable input: ") << diff.error << "\n";
     return kExitUnusable;
   }
   if (diff.undecided) return kExitUnusable;
@@ -488,12 +553,25 @@ CommandRun add_diff_arguments(CLI::App& app) {
   app.add_flag("--all-records", options->all_records,
                "Read and compare every call record, not only those from each rank's first step whose step digests "
                "differ (slower; the counts of matching and differing calls then cover every call)");
+  app.add_option("--ranks", options->ranks,
+                 "With --partial: compare only ranks A to B (both included) of the runs, A-B or one rank A; "
+                 "`detnccl merge` combines the parts of every range");
+  app.add_flag("--partial", options->partial,
+               "Write this process's partial result (JSON, on standard output) for `detnccl merge` instead of a "
+               "report: split a large diff across processes or machines");
   add_report_options(app, *options, "List every rank and receiver");
   return [options] {
     if (options->from_step && options->to_step && *options->from_step > *options->to_step) {
       throw BadArguments("--from-step " + std::to_string(*options->from_step) + " is after --to-step " +
                          std::to_string(*options->to_step));
     }
+    if (options->ranks && !options->partial) {
+      throw BadArguments("--ranks compares part of the runs: it needs --partial (then merge the parts)");
+    }
+    if (options->partial && options->json) {
+      throw BadArguments("--partial writes a partial result (JSON already); --json is merge's option");
+    }
+    if (options->ranks) parse_rank_range(*options->ranks);  // bad arguments before anything is read
     return diff_command(*options);
   };
 }

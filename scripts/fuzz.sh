@@ -20,7 +20,7 @@ while (($#)); do
     *) targets+=("$1"); shift ;;
   esac
 done
-((${#targets[@]})) || targets=(log_reader config diff)
+((${#targets[@]})) || targets=(log_reader config diff merge)
 
 if ((make_seeds)); then
   exec ./scripts/fuzz-seeds.sh

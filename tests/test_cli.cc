@@ -1073,4 +1073,203 @@ TEST(CliDiff, AResumedRunComparedFromAnEarlierStepSaysWhereItStarts) {
   EXPECT_EQ(detnccl("diff --from-step 2 " + runs).exit_code, 0);
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// A diff split by rank ranges (diff --ranks A-B --partial, then merge) gives the one-process answer.
+
+// Writes the partial result of ranks `range` of `runs` (with `extra` diff options) to `file`; returns the exit status.
+int write_part(const std::string& runs, const std::string& range, const std::string& extra, const std::string& file) {
+  return detnccl("diff " + runs + " " + extra + " --partial" + (range.empty() ? "" : " --ranks " + range) + " > " +
+                 file)
+      .exit_code;
+}
+
+// For each split of the ranks (a list of ranges), merges the parts and expects exactly what one diff process prints:
+// the parsed --json document, compared field by field, the text (plain and -v) and the exit status. Returns the
+// one-process JSON document for the scenario's own checks.
+json expect_merges_equal_one_process(const TempDir& dir, const std::string& a, const std::string& b,
+                                     const std::vector<std::vector<std::string>>& splits,
+                                     const std::string& extra = "") {
+  const std::string runs = dir.run(a) + " " + dir.run(b);
+  const CommandResult one_json = detnccl("diff --json " + runs + " " + extra);
+  const CommandResult one_text = detnccl("diff " + runs + " " + extra);
+  const CommandResult one_verbose = detnccl("diff -v " + runs + " " + extra);
+  const json expected = json::parse(one_json.output, nullptr, false);
+  EXPECT_FALSE(expected.is_discarded()) << one_json.output;
+  for (std::size_t s = 0; s < splits.size(); ++s) {
+    std::string parts;
+    for (std::size_t k = 0; k < splits[s].size(); ++k) {
+      const std::string file = dir.path() + "/part-" + a + b + "-" + std::to_string(s) + "-" + std::to_string(k);
+      const int status = write_part(runs, splits[s][k], extra, file);
+      EXPECT_TRUE(status == 0 || (status == 2 && one_json.exit_code == 2)) << splits[s][k] << ": " << status;
+      parts += " " + file;
+    }
+    const std::string what = "split " + std::to_string(s) + " (" + std::to_string(splits[s].size()) + " parts)";
+    const CommandResult merged_json = detnccl("merge --json" + parts);
+    const json merged = json::parse(merged_json.output, nullptr, false);
+    EXPECT_FALSE(merged.is_discarded()) << what << ": " << merged_json.output;
+    EXPECT_EQ(merged_json.exit_code, one_json.exit_code) << what;
+    EXPECT_EQ(merged, expected) << what << ": " << json::diff(expected, merged).dump(2);
+    const CommandResult merged_text = detnccl("merge" + parts);
+    EXPECT_EQ(merged_text.exit_code, one_text.exit_code) << what;
+    EXPECT_EQ(merged_text.output, one_text.output) << what;
+    const CommandResult merged_verbose = detnccl("merge -v" + parts);
+    EXPECT_EQ(merged_verbose.output, one_verbose.output) << what;
+  }
+  return expected;
+}
+
+// Six ranks in two and three parts, unevenly, with ranges that reach past the last rank, and one part of all ranks.
+const std::vector<std::vector<std::string>> kSplits = {
+    {"0-2", "3-5"}, {"0-1", "2-3", "4-5"}, {"3-100", "0-0", "1-2"}, {""}};
+
+detnccl::test::SyntheticRunSpec six_ranks() {
+  detnccl::test::SyntheticRunSpec spec;
+  spec.ranks = 6;
+  return spec;
+}
+
+TEST(CliMerge, IdenticalRuns) {
+  TempDir dir;
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "a", six_ranks()), "");
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "b", six_ranks()), "");
+  const json expected = expect_merges_equal_one_process(dir, "a", "b", kSplits);
+  EXPECT_EQ(expected["verdict"], "identical");
+}
+
+// An input perturbed on rank 2 at step 1 whose AllReduce the other ranks receive (but rank 4), and another origin on
+// rank 4 at step 3:
+// the ranks of every part read their call records through step 3, the last step at which a rank first differs.
+TEST(CliMerge, AnInputPerturbationWithReceiversOnOtherRanks) {
+  TempDir dir;
+  detnccl::test::SyntheticRunSpec spec = six_ranks();
+  spec.steps = 6;  // steps 4 and 5 are not read
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "a", spec), "");
+  detnccl::test::SyntheticRunSpec perturbed = spec;
+  perturbed.hook = [](std::uint32_t rank, detnccl::records::CallFields& call, auto&, auto&, auto&, auto&) {
+    if (call.op == detnccl::records::OpId::kAllReduce && call.step == 1 && call.comm_seq % 12 == 0) {
+      if (rank == 2) call.input_fingerprint ^= 1;
+      if (rank != 4) call.output_fingerprint ^= 1;
+    }
+    if (rank == 4 && call.step == 3 && call.op == detnccl::records::OpId::kSend) call.input_fingerprint ^= 1;
+    return true;
+  };
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "b", perturbed), "");
+  const json expected = expect_merges_equal_one_process(dir, "a", "b", kSplits);
+  EXPECT_EQ(expected["verdict"], "diverged");
+  EXPECT_EQ(expected["first_divergence"]["rank"], 2);
+  EXPECT_EQ(expected["receivers"], json({0, 1, 3, 5})) << expected.dump(2);
+  EXPECT_EQ(expected["step_index"]["read_through_step"], 3) << expected.dump(2);
+  // The same with every record read.
+  expect_merges_equal_one_process(dir, "a", "b", {{"0-2", "3-5"}}, "--all-records");
+}
+
+TEST(CliMerge, AKilledRank) {
+  TempDir dir;
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "a", six_ranks()), "");
+  detnccl::test::SyntheticRunSpec killed = six_ranks();
+  killed.close_logs = false;
+  killed.hook = [](std::uint32_t rank, detnccl::records::CallFields& call, auto&, auto&, auto&, auto&) {
+    return !(rank == 3 && call.step >= 2);
+  };
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "b", killed), "");
+  const json expected = expect_merges_equal_one_process(dir, "a", "b", kSplits);
+  EXPECT_EQ(expected["first_divergence"]["kind"], "missing");
+  EXPECT_EQ(expected["first_divergence"]["rank"], 3);
+}
+
+TEST(CliMerge, ATruncatedLog) {
+  TempDir dir;
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "a", six_ranks()), "");
+  detnccl::test::SyntheticRunSpec truncated = six_ranks();
+  truncated.truncated_ranks = {4};
+  truncated.hook = [](std::uint32_t rank, detnccl::records::CallFields& call, auto&, auto&, auto&, auto&) {
+    return !(rank == 4 && call.step >= 2);
+  };
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "b", truncated), "");
+  const json expected = expect_merges_equal_one_process(dir, "a", "b", kSplits);
+  EXPECT_EQ(expected["verdict"], "undecided");
+}
+
+// A metadata divergence on rank 5, configuration differences on every rank (one that can change results, one per
+// rank that cannot), and a step range.
+TEST(CliMerge, MetadataAndConfigurationDivergences) {
+  TempDir dir;
+  detnccl::test::SyntheticRunSpec a = six_ranks();
+  a.rank_config = [](std::uint32_t rank) { return "DETNCCL_LOG_FILE=a-" + std::to_string(rank) + "\n"; };
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "a", a), "");
+  detnccl::test::SyntheticRunSpec b = six_ranks();
+  b.extra_config = "DETNCCL_DETERMINISTIC=1\n";
+  b.rank_config = [](std::uint32_t rank) { return "DETNCCL_LOG_FILE=b-" + std::to_string(rank) + "\n"; };
+  b.hook = [](std::uint32_t rank, detnccl::records::CallFields& call, auto&, auto&, auto&, auto&) {
+    if (rank == 5 && call.step == 2 && call.comm_seq % 12 == 3) call.count += 1;
+    return true;
+  };
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "b", b), "");
+  const json expected = expect_merges_equal_one_process(dir, "a", "b", kSplits);
+  EXPECT_EQ(expected["first_divergence"]["kind"], "metadata");
+  EXPECT_EQ(expected["config_differences"].size(), 1u) << expected.dump(2);
+  EXPECT_EQ(expected["config_notes"].size(), 6u) << expected.dump(2);
+  expect_merges_equal_one_process(dir, "a", "b", {{"0-3", "4-5"}}, "--from-step 1 --to-step 2");
+  // Unusable input is the one-process answer too: a step range without calls, a run that does not exist.
+  expect_merges_equal_one_process(dir, "a", "b", {{"0-3", "4-5"}}, "--from-step 10");
+  expect_merges_equal_one_process(dir, "a", "missing", {{"0-3", "4-5"}});
+}
+
+// Parts that do not make up one diff are refused with exit status 2, naming the file.
+TEST(CliMerge, RefusesOverlapsGapsOtherComparisonsAndDamagedParts) {
+  TempDir dir;
+  for (const char* name : {"a", "b", "c"}) {
+    ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), name, six_ranks()), "");
+  }
+  const std::string ab = dir.run("a") + " " + dir.run("b");
+  const auto part = [&](const std::string& runs, const std::string& range, const std::string& name) {
+    const std::string file = dir.path() + "/" + name;
+    EXPECT_EQ(write_part(runs, range, "", file), 0) << name;
+    return file;
+  };
+  const std::string low = part(ab, "0-2", "low.json");
+  const std::string high = part(ab, "3-5", "high.json");
+  const std::string middle = part(ab, "2-3", "middle.json");
+  const std::string top = part(ab, "5-5", "top.json");
+  const std::string other = part(dir.run("a") + " " + dir.run("c"), "3-5", "other.json");
+  const std::string ranged = part(ab + " --to-step 2", "3-5", "ranged.json");
+  ASSERT_EQ(detnccl("merge " + low + " " + high).exit_code, 0);
+  const auto refused = [&](const std::string& parts, const std::vector<std::string>& named) {
+    const CommandResult result = detnccl("merge " + parts, /*with_stderr=*/true);
+    EXPECT_EQ(result.exit_code, 2) << parts << ": " << result.output;
+    for (const std::string& text : named) EXPECT_NE(result.output.find(text), std::string::npos) << result.output;
+    const CommandResult as_json = detnccl("merge --json " + parts);
+    EXPECT_EQ(as_json.exit_code, 2);
+    const json document = json::parse(as_json.output, nullptr, false);
+    ASSERT_FALSE(document.is_discarded()) << as_json.output;
+    EXPECT_EQ(document["verdict"], "unusable");
+  };
+  refused(low + " " + middle + " " + high, {"low.json (0-2)", "middle.json (2-3)", "overlap"});
+  refused(low + " " + low + " " + high, {"low.json", "overlap"});
+  refused(low + " " + top, {"no part holds ranks 3-4"});
+  refused(low + " " + other, {"other.json", "low.json", "different comparisons"});
+  refused(low + " " + ranged, {"ranged.json", "step range"});
+  // Damaged or foreign files.
+  std::ifstream in(high);
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const auto write = [&](const std::string& name, const std::string& content) {
+    std::ofstream(dir.path() + "/" + name) << content;
+    return dir.path() + "/" + name;
+  };
+  refused(low + " " + write("cut.json", text.substr(0, text.size() / 2)), {"cut.json", "not a JSON document"});
+  json newer = json::parse(text);
+  newer["partial_version"] = 99;
+  refused(low + " " + write("newer.json", newer.dump()), {"newer.json", "format version 99"});
+  json wrong = json::parse(text);
+  wrong["results"][0]["calls_a"] = -1;
+  refused(low + " " + write("wrong.json", wrong.dump()), {"wrong.json", "results[0].calls_a"});
+  refused(low + " " + write("empty.json", ""), {"empty.json"});
+  refused(low + " " + dir.path() + "/absent.json", {"absent.json"});
+  // Arguments: --ranks needs --partial, a range must parse.
+  EXPECT_EQ(detnccl("diff " + ab + " --ranks 0-2").exit_code, 2);
+  EXPECT_EQ(detnccl("diff " + ab + " --partial --ranks 3-1").exit_code, 2);
+  EXPECT_EQ(detnccl("diff " + ab + " --partial --ranks x").exit_code, 2);
+  EXPECT_EQ(detnccl("diff " + ab + " --partial --json").exit_code, 2);
+}
+
 }  // namespace

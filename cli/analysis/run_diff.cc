@@ -79,13 +79,27 @@ RankFilePairs pair_rank_files(const RunLogs& a, const RunLogs& b, RunDiff& diff)
   return pairs;
 }
 
-// Compares every rank's pair of logs, ranks in parallel. Returns the first rank's reason it could not be
-// compared, empty when all could.
-std::string compare_ranks(const RankFilePairs& pairs, const DiffOptions& options, RunDiff& diff) {
+// How rank i's two headers differ (RankDiff::header_differences), when both runs have a log for it.
+void compare_rank_header(const RankFilePairs& pairs, std::size_t i, RankDiff& rank) {
+  if (!rank.in_a || !rank.in_b) return;  // no log, or one without a header
+  std::string error;
+  const auto stream_a = RankLogStream::open(*pairs[i].first, error);
+  const auto stream_b = RankLogStream::open(*pairs[i].second, error);
+  if (!stream_a || !stream_b) {
+    rank.header_error = error;
+    return;
+  }
+  rank.header_differences = compare_headers(stream_a->header(), stream_b->header());
+}
+
+// Compares the pairs of logs of the ranks in `range`, ranks in parallel, and their headers. diff.ranks holds every
+// rank on entry (pair_rank_files); the ranks outside the range are left as the first pass leaves them.
+void compare_ranks(const RankFilePairs& pairs, const DiffOptions& options, RankRange range, RunDiff& diff) {
   // RATIONALE: two passes. The first reads only the logs' step indexes: each rank's first differing step, and every
   // rank whose logs are equal throughout is done. The second reads call records from each rank's first differing
   // step through the last step at which any rank first differs, so that the calls the cross-rank classification
-  // looks for (another member's input at the same collective) are read on every rank (divergence.cc).
+  // looks for (another member's input at the same collective) are read on every rank (divergence.cc). The first
+  // pass covers every rank, also outside the range: the step it stops at is the whole run's.
   std::vector<RankDigestPlan> plans(pairs.size());
   parallel_for(pairs.size(), options.threads, [&](std::size_t i) {
     try {
@@ -101,59 +115,58 @@ std::string compare_ranks(const RankFilePairs& pairs, const DiffOptions& options
   for (const RankDigestPlan& plan : plans) {
     if (plan.usable && plan.differs) read_through = std::max(read_through.value_or(plan.step), plan.step);
   }
+  std::vector<std::size_t> in_range;
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    if (range.contains(diff.ranks[i].rank)) in_range.push_back(i);
+  }
   parallel_for(
-      pairs.size(), options.threads,
-      [&](std::size_t i) {
+      in_range.size(), options.threads,
+      [&](std::size_t k) {
+        const std::size_t i = in_range[k];
         try {
           compare_rank_logs(pairs[i].first, pairs[i].second, options, plans[i], read_through, diff.ranks[i]);
         } catch (const std::exception& e) {
           diff.ranks[i].unusable =
               std::string("comparing rank ") + std::to_string(diff.ranks[i].rank) + ": " + e.what();
         }
+        try {
+          compare_rank_header(pairs, i, diff.ranks[i]);
+        } catch (const std::exception& e) {
+          diff.ranks[i].header_error = std::string("diff failed: ") + e.what();
+        }
       },
       options.ranks_done);
-  for (const RankDiff& rank : diff.ranks) {
-    if (!rank.unusable.empty()) return rank.unusable;
-  }
-  return {};
 }
 
 // A run directory holding the ranks of two jobs cannot be compared with anything: the message that says so, empty
 // when each run's logs belong to one job.
-std::string mixed_jobs_error(const RunLogs& a, const RunLogs& b, const RunDiff& diff) {
-  for (const RunLogs* run : {&a, &b}) {
+std::string mixed_jobs_error(const std::string& run_a, const std::string& run_b, const RunDiff& diff) {
+  for (const bool in_a : {true, false}) {
     std::vector<RankJobEvidence> jobs;
     for (const RankDiff& rank : diff.ranks) {
-      if (run == &a ? rank.in_a : rank.in_b) {
-        jobs.push_back({rank.rank, run == &a ? rank.world_size_a : rank.world_size_b,
-                        run == &a ? rank.communicators_a : rank.communicators_b});
+      if (in_a ? rank.in_a : rank.in_b) {
+        jobs.push_back({rank.rank, in_a ? rank.world_size_a : rank.world_size_b,
+                        in_a ? rank.communicators_a : rank.communicators_b});
       }
     }
     if (const JobGroups groups = group_logs_by_job(jobs); groups.mixed()) {
-      return run->path + ": " + describe_job_groups(groups);
+      return (in_a ? run_a : run_b) + ": " + describe_job_groups(groups);
     }
   }
   return {};
 }
 
-// Compares each rank's pair of headers and reports each distinct difference once, in diff.config_notes (settings
-// that only change what is logged) or diff.config_differences. Returns false (diff.error set) when a log cannot be
-// reopened.
-bool compare_rank_headers(const RankFilePairs& pairs, RunDiff& diff) {
+// Reports each distinct header difference of the ranks (RankDiff::header_differences) once, in diff.config_notes
+// (settings that only change what is logged) or diff.config_differences, with the first rank that has it and how
+// many do.
+void sum_header_differences(RunDiff& diff) {
   std::map<std::tuple<std::string, std::string, std::string>, ConfigDifference> config;
-  for (std::size_t i = 0; i < pairs.size(); ++i) {
-    if (!diff.ranks[i].in_a || !diff.ranks[i].in_b) continue;  // no log, or one without a header
-    std::string error;
-    const auto stream_a = RankLogStream::open(*pairs[i].first, error);
-    const auto stream_b = RankLogStream::open(*pairs[i].second, error);
-    if (!stream_a || !stream_b) {
-      diff.error = error;
-      return false;
-    }
-    for (ConfigDifference& difference : compare_headers(stream_a->header(), stream_b->header())) {
+  for (const RankDiff& rank : diff.ranks) {
+    for (const ConfigDifference& difference : rank.header_differences) {
       auto [entry, inserted] = config.try_emplace({difference.field, difference.a, difference.b}, difference);
       if (inserted) {
-        entry->second.first_rank = diff.ranks[i].rank;
+        entry->second.first_rank = rank.rank;
+        entry->second.rank_count = 1;
       } else {
         ++entry->second.rank_count;
       }
@@ -163,7 +176,6 @@ bool compare_rank_headers(const RankFilePairs& pairs, RunDiff& diff) {
     (is_diagnostic_setting(difference.field) ? diff.config_notes : diff.config_differences)
         .push_back(std::move(difference));
   }
-  return true;
 }
 
 // "1000 to the end", "0 to 5", "3 to 3".
@@ -459,25 +471,24 @@ void summarize_step_digests(RunDiff& diff) {
       rerun_settings(diff) + " (and the same DETNCCL_RUN names as before)");
 }
 
-// The compared runs' diff with everything but the notes filled; returns false (diff.error set) when they cannot
-// be compared.
-bool compare_runs(const RunLogs& a, const RunLogs& b, const DiffOptions& options, RunDiff& diff) {
-  for (const RunLogs* run : {&a, &b}) {
-    if (!run->error.empty()) {
-      diff.error = run->error;
+// The run-level half of the comparison with everything but the notes filled; returns false (diff.error set) when
+// the runs cannot be compared.
+bool combine_ranks(const std::string& run_a, const std::string& run_b, const DiffOptions& options, RunDiff& diff) {
+  for (const RankDiff& rank : diff.ranks) {
+    if (!rank.unusable.empty()) {
+      diff.error = rank.unusable;
       return false;
     }
   }
-  for (const RunLogs* run : {&a, &b}) {
-    if (std::string refused = refuse_single_file(*run, "diff"); !refused.empty()) {
-      diff.error = std::move(refused);
+  diff.error = mixed_jobs_error(run_a, run_b, diff);
+  if (!diff.error.empty()) return false;
+  for (const RankDiff& rank : diff.ranks) {
+    if (!rank.header_error.empty()) {
+      diff.error = rank.header_error;
       return false;
     }
   }
-  const RankFilePairs pairs = pair_rank_files(a, b, diff);
-  diff.error = compare_ranks(pairs, options, diff);
-  if (diff.error.empty()) diff.error = mixed_jobs_error(a, b, diff);
-  if (!diff.error.empty() || !compare_rank_headers(pairs, diff)) return false;
+  sum_header_differences(diff);
   if (!check_step_sources(diff, options)) return false;
   // A step range that holds no call of either run compares nothing: say so rather than "identical".
   if (options.from_step || options.to_step) {
@@ -525,9 +536,49 @@ std::vector<ConfigDifference> compare_headers(const records::LogHeader& a, const
 }
 
 RunDiff diff_runs(const RunLogs& a, const RunLogs& b, const DiffOptions& options) {
-  RunDiff diff;
+  RankRangeDiff ranks = compare_rank_range(a, b, options, RankRange{});
+  if (!ranks.error.empty()) {
+    RunDiff diff;
+    diff.error = std::move(ranks.error);
+    return diff;
+  }
+  return combine_rank_diffs(std::move(ranks.ranks), a.path, b.path, options);
+}
+
+RankRangeDiff compare_rank_range(const RunLogs& a, const RunLogs& b, const DiffOptions& options, RankRange range) {
+  RankRangeDiff result;
   try {
-    if (!compare_runs(a, b, options, diff)) return diff;
+    for (const RunLogs* run : {&a, &b}) {
+      if (!run->error.empty()) {
+        result.error = run->error;
+        return result;
+      }
+    }
+    for (const RunLogs* run : {&a, &b}) {
+      if (std::string refused = refuse_single_file(*run, "diff"); !refused.empty()) {
+        result.error = std::move(refused);
+        return result;
+      }
+    }
+    RunDiff diff;
+    const RankFilePairs pairs = pair_rank_files(a, b, diff);
+    compare_ranks(pairs, options, range, diff);
+    for (RankDiff& rank : diff.ranks) {
+      result.run_ranks.push_back(rank.rank);
+      if (range.contains(rank.rank)) result.ranks.push_back(std::move(rank));
+    }
+  } catch (const std::exception& e) {
+    result.error = std::string("diff failed: ") + e.what();
+  }
+  return result;
+}
+
+RunDiff combine_rank_diffs(std::vector<RankDiff> ranks, const std::string& run_a, const std::string& run_b,
+                           const DiffOptions& options) {
+  RunDiff diff;
+  diff.ranks = std::move(ranks);
+  try {
+    if (!combine_ranks(run_a, run_b, options, diff)) return diff;
     note_unverified_and_diagnostics(diff);
     note_logs_without_header(diff);
     note_late_starts(diff, options);

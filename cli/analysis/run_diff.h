@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -125,6 +126,15 @@ struct StepDivergence {
   DivergenceRole role = DivergenceRole::kOrigin;  // over the run: see RunDiff::first_step
 };
 
+// A header difference between the runs, reported once for all ranks that share it.
+struct ConfigDifference {
+  std::string field;  // "nccl_version", "DETNCCL_TRACE", "NCCL_ALGO", ...
+  std::string a;      // value in run A ("(unset)" when absent)
+  std::string b;
+  std::uint32_t first_rank = 0;
+  std::uint32_t rank_count = 0;  // ranks whose headers differ this way
+};
+
 // The comparison of one rank's two logs.
 struct RankDiff {
   std::uint32_t rank = 0;
@@ -159,8 +169,8 @@ struct RankDiff {
   std::uint64_t calls_matched_by_digest = 0;
   std::uint64_t calls_not_read = 0;
   std::optional<std::uint64_t> read_through_step;  // set when reading stopped there
-  std::uint64_t calls_read = 0;                     // call records read, both logs
-  std::vector<DivergentCallBrief> divergent;  // earliest divergent calls, capped
+  std::uint64_t calls_read = 0;                    // call records read, both logs
+  std::vector<DivergentCallBrief> divergent;       // earliest divergent calls, capped
   bool divergent_capped = false;
   std::vector<records::CommunicatorRecord> communicators_a;  // every communicator record of run A's log
   std::vector<records::CommunicatorRecord> communicators_b;
@@ -185,15 +195,12 @@ struct RankDiff {
   // those calls are missing in it (its log starts later), and the calls from this step on are aligned.
   std::optional<std::uint64_t> late_start_a;
   std::optional<std::uint64_t> late_start_b;
-};
-
-// A header difference between the runs, reported once for all ranks that share it.
-struct ConfigDifference {
-  std::string field;  // "nccl_version", "DETNCCL_TRACE", "NCCL_ALGO", ...
-  std::string a;      // value in run A ("(unset)" when absent)
-  std::string b;
-  std::uint32_t first_rank = 0;
-  std::uint32_t rank_count = 0;  // ranks whose headers differ this way
+  // How the rank's two headers differ (compare_headers; first_rank and rank_count not yet summed over the ranks),
+  // when both runs have a log for it; header_error: the reason a header could not be reread (names the file).
+  std::vector<ConfigDifference> header_differences;
+  std::string header_error;
+  // A member added here must also be written and read by the partial-result format (partial_diff.cc), or a merged
+  // diff would lose it.
 };
 
 // What to compare and how.
@@ -257,8 +264,36 @@ struct RunDiff {
 std::string rerun_settings(const RunDiff& diff);
 
 // Compares two runs. Never throws; an unusable run or log is reported in RunDiff::error, and so is a run directory
-// holding the logs of two different jobs (run_jobs.h).
+// holding the logs of two different jobs (run_jobs.h). It is compare_rank_range over every rank, then
+// combine_rank_diffs.
 RunDiff diff_runs(const RunLogs& a, const RunLogs& b, const DiffOptions& options);
+
+// A range of global ranks, both ends included.
+struct RankRange {
+  std::uint32_t first = 0;
+  std::uint32_t last = std::numeric_limits<std::uint32_t>::max();
+  bool contains(std::uint32_t rank) const noexcept { return first <= rank && rank <= last; }
+};
+
+// The per-rank half of a diff, for the ranks in a range: what one process of a split comparison computes
+// (`detnccl diff --ranks A-B --partial`, then `detnccl merge`).
+struct RankRangeDiff {
+  std::string error;                     // non-empty: the runs cannot be compared at all (names the path and why)
+  std::vector<std::uint32_t> run_ranks;  // every rank either run has, sorted
+  std::vector<RankDiff> ranks;           // those of run_ranks in the range, compared but not classified across ranks
+};
+
+// Compares the ranks in `range`. RATIONALE: the step indexes of every rank are read (cheap), so that each rank's
+// call records are read through the same step as in one process over all ranks; only the ranks in the range are then
+// compared call by call, and their headers. Never throws.
+RankRangeDiff compare_rank_range(const RunLogs& a, const RunLogs& b, const DiffOptions& options, RankRange range);
+
+// The run-level half of a diff: takes every rank's comparison (compare_rank_range's ranks, over all ranks, sorted
+// by rank) and the runs' paths as named, and does what needs all of them: unusable logs, mixed jobs, the header
+// differences summed over ranks, step sources, the step range, the cross-rank classification, the step digests and
+// the notes. Never throws.
+RunDiff combine_rank_diffs(std::vector<RankDiff> ranks, const std::string& run_a, const std::string& run_b,
+                           const DiffOptions& options);
 
 // Compares the headers of one rank's two logs (fields the runs are expected to share; the run name and
 // DETNCCL_DIR/DETNCCL_RUN are ignored) and returns the differences as (field, a, b).

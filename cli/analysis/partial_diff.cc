@@ -1,0 +1,601 @@
+// detnccl analysis: partial results of a split diff, written, read and merged (see partial_diff.h).
+#include "cli/analysis/partial_diff.h"
+
+#include <algorithm>
+#include <concepts>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+
+namespace detnccl::analysis {
+namespace {
+
+using nlohmann::json;
+
+// ---------------------------------------------------------------------------------------------------------------
+// The members of each struct, listed once for the writer and the reader. RATIONALE: one list per struct, so that
+// what is written is what is read; a member missing here is lost by a merge (the tests compare merged and
+// one-process answers field by field).
+
+template <class S, class T>
+concept Is = std::same_as<std::remove_const_t<S>, T>;
+
+template <class V, Is<records::CallFields> S>
+void members(V& v, S& f) {
+  v("seq", f.seq);
+  v("comm_ordinal", f.comm_ordinal);
+  v("comm_seq", f.comm_seq);
+  v("count", f.count);
+  v("step", f.step);
+  v("group_id", f.group_id);
+  v("input_fingerprint", f.input_fingerprint);
+  v("output_fingerprint", f.output_fingerprint);
+  v("premulsum_scalar", f.premulsum_scalar);
+  v("op", f.op);
+  v("datatype", f.datatype);
+  v("redop", f.redop);
+  v("peer", f.peer);
+  v("result", f.result);
+  v("flags", f.flags);
+  v("algorithm", f.algorithm);
+  v("input_block_count", f.input_block_count);
+  v("output_block_count", f.output_block_count);
+  v("input_segment_count", f.input_segment_count);
+  v("output_segment_count", f.output_segment_count);
+  v("reserved", f.reserved);
+  v("step_source", f.step_source);
+  v("reserved_2", f.reserved_2);
+}
+// RATIONALE: a member appended to CallFields changes its size; this fails until it is listed above.
+static_assert(sizeof(records::CallFields) == 120, "list the new CallFields member in members() above");
+
+template <class V, Is<records::CommunicatorRecord> S>
+void members(V& v, S& c) {
+  v("ordinal", c.ordinal);
+  v("id", c.id);
+  v("parent_ordinal", c.parent_ordinal);
+  v("parent_id", c.parent_id);
+  v("nranks", c.nranks);
+  v("rank", c.rank);
+  v("device", c.device);
+  v("split_color", c.split_color);
+  v("split_key", c.split_key);
+  v("origin", c.origin);
+  v("reserved", c.reserved);
+}
+static_assert(sizeof(records::CommunicatorRecord) == 56, "list the new CommunicatorRecord member in members() above");
+
+template <class V, Is<records::StepDigestRecord> S>
+void members(V& v, S& d) {
+  v("comm_ordinal", d.comm_ordinal);
+  v("step", d.step);
+  v("calls", d.calls);
+  v("input_digest", d.input_digest);
+  v("output_digest", d.output_digest);
+}
+static_assert(sizeof(records::StepDigestRecord) == 40, "list the new StepDigestRecord member in members() above");
+
+template <class V, Is<CommunicatorInfo> S>
+void members(V& v, S& c) {
+  v("id", c.id);
+  v("nranks", c.nranks);
+  v("rank", c.rank);
+  v("known", c.known);
+}
+
+template <class V, Is<CallSide> S>
+void members(V& v, S& s) {
+  v("present", s.present);
+  v("fields", s.fields);
+  v("communicator", s.communicator);
+  v("collective_index", s.collective_index);
+  v("pair_index", s.pair_index);
+}
+
+template <class V, Is<SourceCall> S>
+void members(V& v, S& s) {
+  v("rank", s.rank);
+  v("op", s.op);
+  v("step", s.step);
+  v("seq", s.seq);
+  v("comm_seq", s.comm_seq);
+}
+
+template <class V, Is<DifferingRange> S>
+void members(V& v, S& r) {
+  v("first_byte", r.first_byte);
+  v("end_byte", r.end_byte);
+  v("first_element", r.first_element);
+  v("end_element", r.end_element);
+}
+
+template <class V, Is<CallDivergence> S>
+void members(V& v, S& d) {
+  v("kind", d.kind);
+  v("role", d.role);
+  v("rank", d.rank);
+  v("a", d.a);
+  v("b", d.b);
+  v("metadata_differences", d.metadata_differences);
+  v("input_differs", d.input_differs);
+  v("output_differs", d.output_differs);
+  v("input_ranges", d.input_ranges);
+  v("output_ranges", d.output_ranges);
+  v("input_blocks", d.input_blocks);
+  v("output_blocks", d.output_blocks);
+  v("cause", d.cause);
+  v("source", d.source);
+}
+
+template <class V, Is<DivergentCallBrief> S>
+void members(V& v, S& b) {
+  v("rank", b.rank);
+  v("comm_id", b.comm_id);
+  v("comm_rank", b.comm_rank);
+  v("collective_index", b.collective_index);
+  v("pair_index", b.pair_index);
+  v("op", b.op);
+  v("peer", b.peer);
+  v("step", b.step);
+  v("seq", b.seq);
+  v("comm_seq", b.comm_seq);
+  v("input_differs", b.input_differs);
+  v("output_differs", b.output_differs);
+}
+
+template <class V, Is<StepDivergence> S>
+void members(V& v, S& s) {
+  v("rank", s.rank);
+  v("step", s.step);
+  v("comm_ordinal", s.comm_ordinal);
+  v("comm_id", s.comm_id);
+  v("in_a", s.in_a);
+  v("in_b", s.in_b);
+  v("a", s.a);
+  v("b", s.b);
+  v("input_differs", s.input_differs);
+  v("output_differs", s.output_differs);
+  v("role", s.role);
+}
+
+template <class V, Is<ConfigDifference> S>
+void members(V& v, S& c) {
+  v("field", c.field);
+  v("a", c.a);
+  v("b", c.b);
+  v("first_rank", c.first_rank);
+  v("rank_count", c.rank_count);
+}
+
+template <class V, Is<RankDiff> S>
+void members(V& v, S& r) {
+  v("rank", r.rank);
+  v("in_a", r.in_a);
+  v("in_b", r.in_b);
+  v("calls_a", r.calls_a);
+  v("calls_b", r.calls_b);
+  v("matching", r.matching);
+  v("differing", r.differing);
+  v("unverified", r.unverified);
+  v("missing_in_a", r.missing_in_a);
+  v("missing_in_b", r.missing_in_b);
+  v("not_compared", r.not_compared);
+  v("first_step_a", r.first_step_a);
+  v("last_step_a", r.last_step_a);
+  v("first_step_b", r.first_step_b);
+  v("last_step_b", r.last_step_b);
+  v("step_sources_a", r.step_sources_a);
+  v("step_sources_b", r.step_sources_b);
+  v("first", r.first);
+  v("digests_compared", r.digests_compared);
+  v("steps_matching", r.steps_matching);
+  v("first_step", r.first_step);
+  v("digest_shortcut", r.digest_shortcut);
+  v("calls_matched_by_digest", r.calls_matched_by_digest);
+  v("calls_not_read", r.calls_not_read);
+  v("read_through_step", r.read_through_step);
+  v("calls_read", r.calls_read);
+  v("divergent", r.divergent);
+  v("divergent_capped", r.divergent_capped);
+  v("communicators_a", r.communicators_a);
+  v("communicators_b", r.communicators_b);
+  v("world_size_a", r.world_size_a);
+  v("world_size_b", r.world_size_b);
+  v("end_a", r.end_a);
+  v("end_b", r.end_b);
+  v("end_message_a", r.end_message_a);
+  v("end_message_b", r.end_message_b);
+  v("unknown_records_a", r.unknown_records_a);
+  v("unknown_records_b", r.unknown_records_b);
+  v("unusable", r.unusable);
+  v("no_header_a", r.no_header_a);
+  v("no_header_b", r.no_header_b);
+  v("late_start_a", r.late_start_a);
+  v("late_start_b", r.late_start_b);
+  v("header_differences", r.header_differences);
+  v("header_error", r.header_error);
+}
+
+// Structs written as arrays of their members' values (many per rank: keys would be most of the bytes).
+template <class T>
+constexpr bool kCompact = std::is_same_v<T, records::CallFields> || std::is_same_v<T, records::CommunicatorRecord> ||
+                          std::is_same_v<T, DivergentCallBrief> || std::is_same_v<T, records::StepDigestRecord>;
+
+// The largest valid value of the enums whose names are looked up by switch (others: any value of their type).
+constexpr std::uint64_t enum_max(DivergenceKind) { return static_cast<std::uint64_t>(DivergenceKind::kMissing); }
+constexpr std::uint64_t enum_max(DivergenceRole) { return static_cast<std::uint64_t>(DivergenceRole::kUndetermined); }
+constexpr std::uint64_t enum_max(records::LogEndKind) {
+  return static_cast<std::uint64_t>(records::LogEndKind::kCorrupt);
+}
+template <class E>
+constexpr std::uint64_t enum_max(E) {
+  return std::numeric_limits<std::underlying_type_t<E>>::max();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Writing
+
+json encode(const std::string& value) { return value; }
+template <class T>
+requires std::is_arithmetic_v<T> json encode(T value) { return value; }
+template <class T>
+requires std::is_enum_v<T> json encode(T value) { return static_cast<std::underlying_type_t<T>>(value); }
+template <class T>
+json encode(const std::optional<T>& value);
+template <class T>
+json encode(const std::vector<T>& values);
+template <class T>
+requires std::is_class_v<T> json encode(const T& value);
+
+template <class T>
+json encode(const std::optional<T>& value) {
+  return value ? encode(*value) : json(nullptr);
+}
+template <class T>
+json encode(const std::vector<T>& values) {
+  json list = json::array();
+  for (const T& value : values) list.push_back(encode(value));
+  return list;
+}
+
+struct Writer {
+  json out;
+  template <class T>
+  void operator()(const char* key, const T& value) {
+    if (out.is_array()) {
+      out.push_back(encode(value));
+    } else {
+      out[key] = encode(value);
+    }
+  }
+};
+
+template <class T>
+requires std::is_class_v<T> json encode(const T& value) {
+  Writer writer{kCompact<T> ? json::array() : json::object()};
+  members(writer, value);
+  return std::move(writer.out);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Reading
+
+// What is wrong with a part, at which field.
+struct BadPart : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void bad(const std::string& path, const std::string& what) {
+  throw BadPart((path.empty() ? std::string("the document") : path) + ": " + what);
+}
+
+void decode(const json& j, std::string& value, const std::string& path) {
+  if (!j.is_string()) bad(path, "expected a string");
+  value = j.get<std::string>();
+}
+void decode(const json& j, bool& value, const std::string& path) {
+  if (!j.is_boolean()) bad(path, "expected true or false");
+  value = j.get<bool>();
+}
+template <class T>
+requires std::is_integral_v<T>
+void decode(const json& j, T& value, const std::string& path) {
+  if (j.is_number_unsigned()) {
+    const std::uint64_t number = j.get<std::uint64_t>();
+    if (number > static_cast<std::uint64_t>(std::numeric_limits<T>::max())) bad(path, "number out of range");
+    value = static_cast<T>(number);
+    return;
+  }
+  if (j.is_number_integer()) {
+    const std::int64_t number = j.get<std::int64_t>();
+    if constexpr (std::is_unsigned_v<T>) {
+      bad(path, "number out of range");
+    } else {
+      if (number < static_cast<std::int64_t>(std::numeric_limits<T>::min()) ||
+          number > static_cast<std::int64_t>(std::numeric_limits<T>::max())) {
+        bad(path, "number out of range");
+      }
+      value = static_cast<T>(number);
+    }
+    return;
+  }
+  bad(path, "expected a whole number");
+}
+template <class T>
+requires std::is_enum_v<T>
+void decode(const json& j, T& value, const std::string& path) {
+  std::underlying_type_t<T> number{};
+  decode(j, number, path);
+  if (static_cast<std::uint64_t>(number) > enum_max(T{})) bad(path, "unknown value " + std::to_string(number));
+  value = static_cast<T>(number);
+}
+template <class T>
+void decode(const json& j, std::optional<T>& value, const std::string& path);
+template <class T>
+void decode(const json& j, std::vector<T>& values, const std::string& path);
+template <class T>
+requires std::is_class_v<T>
+void decode(const json& j, T& value, const std::string& path);
+
+template <class T>
+void decode(const json& j, std::optional<T>& value, const std::string& path) {
+  if (j.is_null()) {
+    value.reset();
+    return;
+  }
+  decode(j, value.emplace(), path);
+}
+template <class T>
+void decode(const json& j, std::vector<T>& values, const std::string& path) {
+  if (!j.is_array()) bad(path, "expected a list");
+  values.clear();
+  values.reserve(j.size());
+  for (std::size_t i = 0; i < j.size(); ++i) decode(j[i], values.emplace_back(), path + "[" + std::to_string(i) + "]");
+}
+
+// Counts a struct's members (the length of its compact form).
+struct Counter {
+  std::size_t count = 0;
+  template <class T>
+  void operator()(const char*, const T&) {
+    ++count;
+  }
+};
+
+struct Reader {
+  const json& in;
+  std::string path;
+  std::size_t next = 0;  // compact form: the next element
+  template <class T>
+  void operator()(const char* key, T& value) {
+    if (in.is_array()) {
+      decode(in[next], value, path + "[" + std::to_string(next) + "]");
+      ++next;
+      return;
+    }
+    const auto found = in.find(key);
+    if (found == in.end()) bad(path, std::string("missing \"") + key + "\"");
+    decode(*found, value, path.empty() ? std::string(key) : path + "." + key);
+  }
+};
+
+template <class T>
+requires std::is_class_v<T>
+void decode(const json& j, T& value, const std::string& path) {
+  if constexpr (kCompact<T>) {
+    Counter counter;
+    members(counter, value);
+    if (!j.is_array() || j.size() != counter.count) {
+      bad(path, "expected a list of " + std::to_string(counter.count) + " values");
+    }
+  } else if (!j.is_object()) {
+    bad(path, "expected an object");
+  }
+  Reader reader{j, path};
+  members(reader, value);
+}
+
+// The checks a rank's comparison must pass to be merged: what the run-level half relies on.
+void check_rank(const RankDiff& rank, const std::string& path) {
+  if (rank.first && rank.first->rank != rank.rank) bad(path + ".first.rank", "not the rank's own");
+  if (rank.first_step && rank.first_step->rank != rank.rank) bad(path + ".first_step.rank", "not the rank's own");
+  for (std::size_t i = 0; i < rank.divergent.size(); ++i) {
+    if (rank.divergent[i].rank != rank.rank) {
+      bad(path + ".divergent[" + std::to_string(i) + "]", "a call of another rank");
+    }
+  }
+}
+
+// "0-303", "7".
+std::string range_text(const RankRange& range) {
+  return range.first == range.last ? std::to_string(range.first)
+                                   : std::to_string(range.first) + "-" + std::to_string(range.last);
+}
+
+// Ranks as consecutive ranges: "304-607, 912"; beyond 16 ranges, " and N more ranks".
+std::string ranges_text(const std::vector<std::uint32_t>& ranks) {
+  std::string text;
+  std::size_t ranges = 0;
+  for (std::size_t i = 0; i < ranks.size();) {
+    std::size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (ranges == 16) return text + " and " + std::to_string(ranks.size() - i) + " more ranks";
+    text += (ranges++ == 0 ? "" : ", ") + range_text({ranks[i], ranks[j]});
+    i = j + 1;
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string write_partial_diff(const PartialDiff& part) {
+  json out = {{"partial_version", kPartialDiffVersion},
+              {"command", "diff"},
+              {"run_a", part.run_a},
+              {"run_b", part.run_b},
+              {"options",
+               {{"from_step", encode(part.from_step)},
+                {"to_step", encode(part.to_step)},
+                {"infer_steps", part.infer_steps},
+                {"step_boundary", encode(part.step_boundary)},
+                {"all_records", !part.use_step_index},
+                {"divergent_calls_kept", part.divergent_calls_kept}}},
+              {"ranks", {{"first", part.range.first}, {"last", part.range.last}}},
+              {"error", part.result.error},
+              {"run_ranks", part.result.run_ranks},
+              {"results", encode(part.result.ranks)}};
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string read_partial_diff(std::string_view text, PartialDiff& part) {
+  const json document = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (document.is_discarded()) return "not a partial result: not a JSON document";
+  if (!document.is_object() || !document.contains("partial_version")) {
+    return "not a partial result of detnccl diff (no \"partial_version\")";
+  }
+  try {
+    std::uint32_t version = 0;
+    decode(document["partial_version"], version, "partial_version");
+    if (version != kPartialDiffVersion) {
+      return "partial result format version " + std::to_string(version) + ", this detnccl reads version " +
+             std::to_string(kPartialDiffVersion) + " (written by another detnccl?)";
+    }
+    std::string command;
+    Reader reader{document, ""};
+    reader("command", command);
+    if (command != "diff") return "a partial result of `detnccl " + command.substr(0, 40) + "`, not of diff";
+    PartialDiff read;
+    reader("run_a", read.run_a);
+    reader("run_b", read.run_b);
+    const json* options = document.contains("options") ? &document["options"] : nullptr;
+    if (options == nullptr || !options->is_object()) bad("options", "expected an object");
+    Reader option{*options, "options"};
+    option("from_step", read.from_step);
+    option("to_step", read.to_step);
+    option("infer_steps", read.infer_steps);
+    option("step_boundary", read.step_boundary);
+    bool all_records = false;
+    option("all_records", all_records);
+    read.use_step_index = !all_records;
+    option("divergent_calls_kept", read.divergent_calls_kept);
+    const json* range = document.contains("ranks") ? &document["ranks"] : nullptr;
+    if (range == nullptr || !range->is_object()) bad("ranks", "expected an object");
+    Reader ranks{*range, "ranks"};
+    ranks("first", read.range.first);
+    ranks("last", read.range.last);
+    if (read.range.first > read.range.last) bad("ranks", "the first rank is after the last");
+    reader("error", read.result.error);
+    reader("run_ranks", read.result.run_ranks);
+    reader("results", read.result.ranks);
+    // What the merge relies on: sorted, distinct ranks; each result one of the run's ranks in the part's range.
+    const std::vector<std::uint32_t>& all = read.result.run_ranks;
+    if (std::adjacent_find(all.begin(), all.end(), std::greater_equal<>()) != all.end()) {
+      bad("run_ranks", "not sorted and distinct");
+    }
+    std::vector<std::uint32_t> expected;
+    for (const std::uint32_t rank : all) {
+      if (read.range.contains(rank)) expected.push_back(rank);
+    }
+    if (read.result.ranks.size() != expected.size()) {
+      bad("results", "holds " + std::to_string(read.result.ranks.size()) + " ranks, the range " +
+                         range_text(read.range) + " of the run's ranks has " + std::to_string(expected.size()));
+    }
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+      const std::string path = "results[" + std::to_string(i) + "]";
+      if (read.result.ranks[i].rank != expected[i]) bad(path + ".rank", "expected rank " + std::to_string(expected[i]));
+      check_rank(read.result.ranks[i], path);
+    }
+    if (!read.result.error.empty() && !read.result.ranks.empty()) bad("error", "set, yet ranks were compared");
+    part = std::move(read);
+  } catch (const BadPart& e) {
+    return std::string("not a valid partial result: ") + e.what();
+  } catch (const json::exception& e) {
+    return std::string("not a valid partial result: ") + e.what();
+  }
+  return {};
+}
+
+MergedDiff merge_partial_diffs(std::vector<PartialDiff> parts, const std::vector<std::string>& names) {
+  MergedDiff merged;
+  if (parts.empty() || names.size() != parts.size()) {
+    merged.refused = "no partial results to merge";
+    return merged;
+  }
+  // One comparison: the same runs and options in every part.
+  const PartialDiff& first = parts.front();
+  const auto same_comparison = [&](const PartialDiff& part) -> std::string {
+    if (part.run_a != first.run_a) return "RUN_A " + part.run_a + " vs " + first.run_a;
+    if (part.run_b != first.run_b) return "RUN_B " + part.run_b + " vs " + first.run_b;
+    if (part.from_step != first.from_step || part.to_step != first.to_step) return "another step range";
+    if (part.infer_steps != first.infer_steps || part.step_boundary != first.step_boundary) {
+      return "another step numbering (--infer-steps, --step-boundary)";
+    }
+    if (part.use_step_index != first.use_step_index) return "--all-records in one only";
+    if (part.divergent_calls_kept != first.divergent_calls_kept) return "another number of divergent calls kept";
+    if (part.result.error.empty() && first.result.error.empty() && part.result.run_ranks != first.result.run_ranks) {
+      return "the run directories listed other ranks (did they change between the parts?)";
+    }
+    return {};
+  };
+  for (std::size_t i = 1; i < parts.size(); ++i) {
+    if (const std::string why = same_comparison(parts[i]); !why.empty()) {
+      merged.refused = names[i] + " and " + names[0] + " are parts of different comparisons: " + why;
+      return merged;
+    }
+  }
+  // Ranges that do not overlap, in rank order.
+  std::vector<std::size_t> order(parts.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t x, std::size_t y) { return parts[x].range.first < parts[y].range.first; });
+  for (std::size_t k = 1; k < order.size(); ++k) {
+    const PartialDiff& previous = parts[order[k - 1]];
+    const PartialDiff& next = parts[order[k]];
+    if (next.range.first <= previous.range.last) {
+      merged.refused = "the rank ranges of " + names[order[k - 1]] + " (" + range_text(previous.range) + ") and " +
+                       names[order[k]] + " (" + range_text(next.range) + ") overlap";
+      return merged;
+    }
+  }
+  merged.identity = first;
+  merged.identity.result = {};
+  merged.identity.range = {};
+  // A part that could not compare the runs at all: the one-process answer is that error (the first part's, in rank
+  // order, as every part lists the same runs).
+  for (const std::size_t i : order) {
+    if (!parts[i].result.error.empty()) {
+      merged.diff.error = parts[i].result.error;
+      return merged;
+    }
+  }
+  // Every rank of the runs in some part.
+  std::vector<std::uint32_t> missing;
+  for (const std::uint32_t rank : first.result.run_ranks) {
+    if (std::none_of(parts.begin(), parts.end(), [&](const PartialDiff& part) { return part.range.contains(rank); })) {
+      missing.push_back(rank);
+    }
+  }
+  if (!missing.empty()) {
+    merged.refused = "no part holds rank" + std::string(missing.size() > 1 ? "s " : " ") + ranges_text(missing) +
+                     " of the runs (they have " + std::to_string(first.result.run_ranks.size()) +
+                     " ranks); merge the parts of every range";
+    return merged;
+  }
+  std::vector<RankDiff> ranks;
+  ranks.reserve(first.result.run_ranks.size());
+  for (const std::size_t i : order) {
+    for (RankDiff& rank : parts[i].result.ranks) ranks.push_back(std::move(rank));
+  }
+  DiffOptions options;
+  options.from_step = first.from_step;
+  options.to_step = first.to_step;
+  options.divergent_calls_kept = first.divergent_calls_kept;
+  options.use_step_index = first.use_step_index;
+  options.step_numbering.infer = first.infer_steps;
+  merged.diff = combine_rank_diffs(std::move(ranks), first.run_a, first.run_b, options);
+  return merged;
+}
+
+}  // namespace detnccl::analysis

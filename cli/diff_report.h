@@ -1,0 +1,17 @@
+// detnccl command: the report of a diff (text, or JSON with --json) and its exit status, shared by `detnccl diff`
+// and `detnccl merge` (which prints what one diff process over every rank prints).
+#ifndef DETNCCL_CLI_DIFF_REPORT_H
+#define DETNCCL_CLI_DIFF_REPORT_H
+
+#include "cli/analysis/run_diff.h"
+#include "cli/commands.h"
+
+namespace detnccl::cli {
+
+// Prints the diff as `detnccl diff` does with these options (run_a, run_b, from_step, to_step, json, verbose) and
+// returns its exit status; messages on stderr start with "detnccl COMMAND: ".
+int print_diff_report(const DiffCommandOptions& options, const analysis::RunDiff& diff, const char* command);
+
+}  // namespace detnccl::cli
+
+#endif  // DETNCCL_CLI_DIFF_REPORT_H
