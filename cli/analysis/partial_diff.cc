@@ -47,9 +47,11 @@ void members(V& v, S& f) {
   v("reserved", f.reserved);
   v("step_source", f.step_source);
   v("reserved_2", f.reserved_2);
+  v("input_blocks_digest", f.input_blocks_digest);
+  v("output_blocks_digest", f.output_blocks_digest);
 }
 // RATIONALE: a member appended to CallFields changes its size; this fails until it is listed above.
-static_assert(sizeof(records::CallFields) == 120, "list the new CallFields member in members() above");
+static_assert(sizeof(records::CallFields) == 136, "list the new CallFields member in members() above");
 
 template <class V, Is<records::CommunicatorRecord> S>
 void members(V& v, S& c) {
