@@ -29,8 +29,11 @@ T load(const std::byte* at) noexcept {
 std::string at_offset(std::uint64_t offset) { return "at offset " + std::to_string(offset); }
 
 std::uint64_t page_size() noexcept {
-  const long size = sysconf(_SC_PAGESIZE);
-  return size > 0 ? static_cast<std::uint64_t>(size) : 4096;
+  static const std::uint64_t kPageSize = [] {
+    const long size = sysconf(_SC_PAGESIZE);
+    return size > 0 ? static_cast<std::uint64_t>(size) : std::uint64_t{4096};
+  }();
+  return kPageSize;
 }
 
 }  // namespace
