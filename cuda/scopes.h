@@ -5,6 +5,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cuda/context_scope.h"
+
 namespace detnccl::cuda {
 
 // RATIONALE: while any thread captures a graph in cudaStreamCaptureModeGlobal, a thread in the default mode may not
@@ -25,7 +27,9 @@ class RelaxedCaptureMode {
   bool swapped_;
 };
 
-// Makes a device current for the scope, restoring the thread's previous one (only if it had to change it).
+// Makes a device current for the scope and restores the thread's previous context afterwards, none included
+// (context_scope.h says why the previous device is not enough). Without the driver's context entry points it falls
+// back to the runtime's current device.
 class DeviceScope {
  public:
   DeviceScope() = default;
@@ -35,6 +39,11 @@ class DeviceScope {
     if (changed_) cudaSetDevice(previous_);
   }
   cudaError_t enter(int device) noexcept {
+    if (ContextDriver::loaded().complete()) {
+      const int status = context_.enter(device);
+      // The driver's status codes and the runtime's agree for the errors these calls return.
+      return static_cast<cudaError_t>(status);
+    }
     const cudaError_t status = cudaGetDevice(&previous_);
     if (status != cudaSuccess || previous_ == device) return status;
     const cudaError_t set = cudaSetDevice(device);
@@ -49,6 +58,7 @@ class DeviceScope {
   }
 
  private:
+  ContextScope context_;  // declared before the fallback's state; it restores on its own
   int previous_ = 0;
   bool changed_ = false;
 };

@@ -358,7 +358,7 @@ std::unique_ptr<DeviceDigestTicket> enqueue_or_throw(const DeviceDigestRequest& 
   if (device < 0) return DeviceDigestTicket::failed(why);
   DeviceScope scope;
   if (const cudaError_t status = scope.enter(device); status != cudaSuccess) {
-    return DeviceDigestTicket::failed(describe("cudaSetDevice", status));
+    return DeviceDigestTicket::failed(describe("making the stream's device current", status));
   }
 
   // Allocated before any CUDA work, so that enqueued work always has a ticket to release its resources.
