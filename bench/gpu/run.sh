@@ -253,6 +253,19 @@ part_ranks() {
   else
     row "${label}" "FAIL" "a rank failed (see the part's file)"
   fi
+  # Pinned host buffers, each input copied in on the stream just before the call (#21 item 4): hostnccl must read
+  # and write them in stream order, like device memory.
+  if [ "${dry_run}" -eq 1 ]; then
+    row "ranks: pinned host buffers in stream order = host buffers" "skip" "dry run: needs a GPU"
+  elif ranks_job "${hostnccl_dir}" ranks-c-pinned pinned 4 "${work}/pinned-4"; then
+    if same_outputs "${work}/host" "${work}/pinned-4" 4; then
+      row "ranks: pinned host buffers in stream order = host buffers" "ok" "9 reductions x 4 ranks bitwise equal"
+    else
+      row "ranks: pinned host buffers in stream order = host buffers" "FAIL" "outputs differ"
+    fi
+  else
+    row "ranks: pinned host buffers in stream order = host buffers" "FAIL" "a rank failed (see the part's file)"
+  fi
 }
 
 # --- part 5: PyTorch DDP, world size 1, under LD_PRELOAD, twice ---------------------------------------------------
