@@ -27,6 +27,23 @@ class RelaxedCaptureMode {
   bool swapped_;
 };
 
+// True for the legacy and per-thread default streams (0, cudaStreamLegacy, cudaStreamPerThread): a handle that means
+// "the default stream of the current device", whichever device that is.
+inline bool is_default_stream(cudaStream_t stream) noexcept {
+  return stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
+}
+
+// The device work on `stream` runs on as NCCL runs it: NCCL makes the communicator's device (`default_device`, -1 if
+// unknown) current in every call, so a default stream there is that device's, not the thread's current one (#21:
+// one thread driving several GPUs).
+inline cudaError_t stream_device(cudaStream_t stream, int default_device, int* device) noexcept {
+  if (default_device >= 0 && is_default_stream(stream)) {
+    *device = default_device;
+    return cudaSuccess;
+  }
+  return cudaStreamGetDevice(stream, device);
+}
+
 // Makes a device current for the scope and restores the thread's previous context afterwards, none included
 // (context_scope.h says why the previous device is not enough). Without the driver's context entry points it falls
 // back to the runtime's current device.
@@ -50,10 +67,12 @@ class DeviceScope {
     changed_ = set == cudaSuccess;
     return set;
   }
-  // The device `stream` belongs to (the current one for the legacy default stream).
-  cudaError_t enter_device_of(cudaStream_t stream) noexcept {
+  // The device `stream` belongs to. A default stream (see is_default_stream) names no device of its own: work there
+  // goes to the current device's, so `default_device` (the communicator's, >= 0) is made current for it; with -1,
+  // the thread's current device stays.
+  cudaError_t enter_device_of(cudaStream_t stream, int default_device = -1) noexcept {
     int device = -1;
-    const cudaError_t status = cudaStreamGetDevice(stream, &device);
+    const cudaError_t status = stream_device(stream, default_device, &device);
     return status == cudaSuccess ? enter(device) : status;
   }
 

@@ -49,7 +49,7 @@ bool fingerprint_into(const void* data, std::uint64_t bytes, std::uint64_t block
 
 // Starts the digests of one side of a call: on the CPU now for host memory, by kernels on the call's stream for
 // device memory (the result comes later through the ticket), or not at all (one warning) when neither is possible.
-void start_digests(const void* data, std::uint64_t bytes, std::uint64_t blocks, cudaStream_t stream,
+void start_digests(const void* data, std::uint64_t bytes, std::uint64_t blocks, cudaStream_t stream, int device,
                    DigestSource& out) noexcept {
   const config::Config& config = g_process->config;
   const bool segments = config.trace >= config::TraceLevel::kSegments;
@@ -75,7 +75,7 @@ void start_digests(const void* data, std::uint64_t bytes, std::uint64_t blocks, 
                          std::string(device_fingerprints_unavailable_reason()));
     return;
   }
-  out.ticket = enqueue_device_digests({data, bytes, blocks, segments ? config.segment_bytes : 0}, stream);
+  out.ticket = enqueue_device_digests({data, bytes, blocks, segments ? config.segment_bytes : 0, device}, stream);
 }
 
 namespace {
@@ -182,7 +182,7 @@ void submit(PendingCall&& call) noexcept {
 void complete(PendingCall&& call) noexcept {
   if (call.hash_output && call.fields.result == ncclInProgress) call.fields.result = wait_until_enqueued(call.comm);
   if (call.hash_output && call.fields.result == ncclSuccess) {
-    start_digests(call.output_data, call.output_bytes, call.output_blocks, call.stream, call.output);
+    start_digests(call.output_data, call.output_bytes, call.output_blocks, call.stream, call.device, call.output);
   }
   submit(std::move(call));
 }

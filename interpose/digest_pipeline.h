@@ -39,6 +39,7 @@ struct PendingCall {
   records::CallFields fields;
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
+  int device = -1;  // the communicator's (ncclCommCuDevice), -1 if unknown: a default stream's device
   DigestSource input, output;
   const void* output_data = nullptr;
   std::uint64_t output_bytes = 0;
@@ -62,7 +63,8 @@ struct DigestQueue {
 
 // Starts the digests of one side of a call: on the CPU now for host memory, by kernels on the call's stream for
 // device memory (the result comes later through the ticket), or not at all (one warning) when neither is possible.
-void start_digests(const void* data, std::uint64_t bytes, std::uint64_t blocks, cudaStream_t stream,
+// `device`: the communicator's, for a default stream (see hash::DeviceDigestRequest::default_stream_device).
+void start_digests(const void* data, std::uint64_t bytes, std::uint64_t blocks, cudaStream_t stream, int device,
                    DigestSource& out) noexcept;
 
 // A call that has run (its group too): fingerprints its outputs and hands its record to the log, now or through the

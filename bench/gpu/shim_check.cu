@@ -432,8 +432,50 @@ void check_no_context_left_by_polling() {
   cuda_check(cudaSetDevice(0), "cudaSetDevice 0");
 }
 
+// Issue #21 item 6: a default stream (0) names the current device's; one thread driving several GPUs calls NCCL on
+// stream 0 with another device current, and NCCL runs the call on the communicator's device. A request that says
+// its communicator's device (default_stream_device) must hash there; without it, the buffer's device and the
+// current device disagree and the request fails. Needs two GPUs.
+void check_default_stream_of_another_device() {
+  int count = 0;
+  cuda_check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  if (count < 2) {
+    info("stream 0, device 0 current, buffer of GPU 1: hashed on GPU 1", "needs 2 GPUs; this machine has 1");
+    return;
+  }
+  constexpr std::size_t kBytes = 1 << 20;
+  std::vector<std::uint8_t> host(kBytes);
+  fill_pseudo_random(host);
+  void* data = nullptr;
+  cuda_check(cudaSetDevice(1), "cudaSetDevice 1");
+  cuda_check(cudaMalloc(&data, kBytes), "cudaMalloc on GPU 1");
+  cuda_check(cudaMemcpy(data, host.data(), kBytes, cudaMemcpyHostToDevice), "copy to GPU 1");
+  cuda_check(cudaSetDevice(0), "cudaSetDevice 0");
+  const auto* bytes = static_cast<const std::uint8_t*>(data);
+  Ticket with_device = enqueue_device_digests({bytes, kBytes, 0, 0, 1}, nullptr);
+  Ticket without = enqueue_device_digests({bytes, kBytes, 0, 0, -1}, nullptr);
+  DeviceDigestTicket::State state = DeviceDigestTicket::kPending;
+  for (int i = 0; i < 100000 && (state = with_device->poll()) == DeviceDigestTicket::kPending; ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  int current = -1;
+  cuda_check(cudaGetDevice(&current), "cudaGetDevice");
+  const bool equal = state == DeviceDigestTicket::kReady &&
+                     with_device->result().whole == hash::reference::fingerprint(host.data(), kBytes, portable_xxh3);
+  row("stream 0, device 0 current, buffer of GPU 1: hashed on GPU 1", equal && current == 0,
+      std::string(state_name(state)) + ", device after " + std::to_string(current));
+  row("... and without the communicator's device: kFailed", without->poll() == DeviceDigestTicket::kFailed,
+      std::string(without->failure()));
+  with_device.reset();
+  cuda_check(cudaSetDevice(1), "cudaSetDevice 1");
+  cuda_check(cudaDeviceSynchronize(), "synchronize GPU 1");
+  cudaFree(data);
+  cuda_check(cudaSetDevice(0), "cudaSetDevice 0");
+}
+
 void run_device() {
   check_no_context_left_by_polling();
+  check_default_stream_of_another_device();
   Device device;
   print_device_row();
   for (cudaStream_t& stream : device.streams) {
