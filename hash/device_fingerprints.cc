@@ -433,7 +433,10 @@ DeviceDigestTicket::State DeviceDigestTicket::poll() noexcept {
     if (status != cudaSuccess) {
       // The context reports an error: the memory is best left alone (not recycled).
       resources = Resources{};
-      failure_ = describe("the fingerprint kernels", status);
+      failure_ = status == cudaErrorCudartUnloading
+                     ? "the CUDA runtime had shut down (process exit) before the fingerprint kernels' results were "
+                       "read: that call's device fingerprints are lost"
+                     : describe("the fingerprint kernels", status);
       state_ = kFailed;
       return state_;
     }

@@ -59,6 +59,8 @@ struct DigestQueue {
   std::atomic<bool> warned_location_unknown{false};
   std::atomic<bool> warned_device_failure{false};
   std::atomic<bool> warned_hash_failure{false};
+  std::atomic<std::uint64_t> failed_device_sides{0};  // call sides whose device fingerprint failed, so far
+  std::once_flag exit_drain_registered;               // see register_exit_drain
 };
 
 // Starts the digests of one side of a call: on the CPU now for host memory, by kernels on the call's stream for
@@ -73,6 +75,12 @@ void complete(PendingCall&& call) noexcept;
 
 // At exit: lets the collector write what is queued (device work still running gets up to 10 s), then stops it.
 void drain_queue_at_exit(Process& process);
+
+// RATIONALE: the CUDA runtime linked into the shim registers its own exit handlers when it initialises, which is
+// after the tracer's (registered at its configuration), so they would run first and tear the runtime down under the
+// exit drain: the last records would lose their fingerprints. Called once device fingerprints are available (the
+// runtime initialised), this registers a drain that runs before them (exit handlers run in reverse order).
+void register_exit_drain(Process& process) noexcept;
 
 // In a fork()ed child (queue_mutex held): the parent's collector thread and queued records are the parent's.
 void digests_start_over_in_child(DigestQueue& digests);
