@@ -144,7 +144,7 @@ int check_case(const Case& c, bool dry_run) {
       device_spec.device_scalar = device_scalar;
     }
     std::string error;
-    auto device_backend = dc::make_device_backend(device_spec, nullptr, &error);
+    auto device_backend = dc::make_device_backend(device_spec, nullptr, -1, &error);
     std::vector<unsigned char> device_out(kCount * size);
     std::vector<void*> shifted_inputs;
     for (void* input : device_inputs) shifted_inputs.push_back(shifted(input));
@@ -195,7 +195,7 @@ void measure_throughput(ncclDataType_t type, bool float_accumulator, std::size_t
   void* first = static_cast<unsigned char*>(inputs) + shift;
   void* dst = static_cast<unsigned char*>(out) + shift;
   std::string error;
-  auto backend = dc::make_device_backend(spec, nullptr, &error);
+  auto backend = dc::make_device_backend(spec, nullptr, -1, &error);
   cudaEvent_t start, stop;
   cudaEventCreate(&start);
   cudaEventCreate(&stop);

@@ -43,9 +43,10 @@ class Backend {
 /* The CPU backend. A kPreMulSum scalar must already be in spec.scalar_bits. */
 std::unique_ptr<Backend> make_host_backend(const ElementSpec& spec);
 
-/* The CUDA backend: kernels on `stream`, no host synchronisation. Returns nullptr with *error set when this build
- * has no CUDA. */
-std::unique_ptr<Backend> make_device_backend(const ElementSpec& spec, cudaStream_t stream, std::string* error);
+/* The CUDA backend: kernels on `stream` (a default stream: `default_stream_device`'s, when >= 0), no host
+ * synchronisation. Returns nullptr with *error set when this build has no CUDA. */
+std::unique_ptr<Backend> make_device_backend(const ElementSpec& spec, cudaStream_t stream, int default_stream_device,
+                                             std::string* error);
 
 /* Device memory for scratch, and whether `stream` is being captured into a CUDA graph (allocation is not allowed
  * then). Each returns false with *error set on failure or without CUDA. */

@@ -157,7 +157,7 @@ ncclResult_t run(const Call& call) {
   unsigned char* scratch = nullptr;
   bool ordered = false;  // device work outside capture: its end is marked for a later call on another stream
   if (ctx.buffers_on_device) {
-    backend = make_device_backend(spec, ctx.stream, &error);
+    backend = make_device_backend(spec, ctx.stream, ctx.device, &error);
     if (backend == nullptr)
       return fail(call.report, ncclInvalidUsage, "deterministic mode on device buffers: " + error);
     bool capturing = false;

@@ -198,6 +198,9 @@ struct CallContext {
   // true: buffers are device memory; the reduce steps run as CUDA kernels on `stream`, stream ordered with the
   // transfers and with no host synchronisation (capturable). false: host memory; the CPU reduces.
   bool buffers_on_device = false;
+  // The communicator's device, -1 if unknown: a default stream (0, per-thread) is that device's, as NCCL makes it
+  // current in the call, not the thread's current one (one thread driving several GPUs).
+  int device = -1;
 };
 
 /* What a call did, for the records. */

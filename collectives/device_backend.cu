@@ -106,11 +106,11 @@ class DeviceBackend final : public Backend {
   // Makes the stream's device current for the backend's life (the call's scratch allocation and launches): a kernel
   // launch fails on a stream of another device, and NCCL itself switches to the communicator's device in every call,
   // so the job's current device may be another (one thread driving several GPUs).
-  DeviceBackend(const ElementSpec& spec, cudaStream_t stream)
+  DeviceBackend(const ElementSpec& spec, cudaStream_t stream, int default_stream_device)
       : reducer_(make_reducer<T, Acc>(spec, scalar_from_bits<T>(spec.scalar_bits))),
         device_scalar_(static_cast<const T*>(spec.device_scalar)),
         stream_(stream) {
-    device_.enter_device_of(stream);
+    device_.enter_device_of(stream, default_stream_device);
     (void)cudaGetLastError();  // a failed query above must not be taken for a launch failure
     load_kernels_once();
   }
@@ -214,17 +214,18 @@ class DeviceBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_device_backend(const ElementSpec& spec, cudaStream_t stream, std::string* error) {
+std::unique_ptr<Backend> make_device_backend(const ElementSpec& spec, cudaStream_t stream, int default_stream_device,
+                                             std::string* error) {
   std::unique_ptr<Backend> backend;
   arith::visit_dtype(spec.datatype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (kIsNarrowFloat<T>) {
       if (spec.float_accumulator) {
-        backend = std::make_unique<DeviceBackend<T, float>>(spec, stream);
+        backend = std::make_unique<DeviceBackend<T, float>>(spec, stream, default_stream_device);
         return;
       }
     }
-    backend = std::make_unique<DeviceBackend<T, T>>(spec, stream);
+    backend = std::make_unique<DeviceBackend<T, T>>(spec, stream, default_stream_device);
   });
   if (backend == nullptr && error != nullptr) *error = "invalid datatype";
   return backend;

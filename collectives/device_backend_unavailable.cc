@@ -6,7 +6,7 @@ namespace {
 constexpr const char* kNoCuda = "this detnccl was built without CUDA (DETNCCL_CUDA=OFF or no toolkit)";
 }
 
-std::unique_ptr<Backend> make_device_backend(const ElementSpec&, cudaStream_t, std::string* error) {
+std::unique_ptr<Backend> make_device_backend(const ElementSpec&, cudaStream_t, int, std::string* error) {
   if (error != nullptr) *error = kNoCuda;
   return nullptr;
 }

@@ -314,7 +314,7 @@ cudaError_t enqueue_pipelines(const DeviceDigestRequest& request, const DeviceDi
 // device memory. Empty `why` on success.
 int launch_device(const DeviceDigestRequest& request, cudaStream_t stream, std::string& why) {
   int stream_device = -1;
-  cudaError_t status = cudaStreamGetDevice(stream, &stream_device);
+  cudaError_t status = detnccl::cuda::stream_device(stream, request.default_stream_device, &stream_device);
   if (status != cudaSuccess) {
     why = describe("cudaStreamGetDevice", status);
     return -1;
@@ -345,6 +345,15 @@ std::unique_ptr<DeviceDigestTicket> enqueue_or_throw(const DeviceDigestRequest& 
   if (!plan.failure.empty()) return DeviceDigestTicket::failed(std::string(plan.failure));
 
   const RelaxedCaptureMode relaxed;
+  // A default stream of a known device: that device first, since the capture query below is about the current
+  // device's default stream.
+  DeviceScope scope;
+  const bool early = request.default_stream_device >= 0 && detnccl::cuda::is_default_stream(stream);
+  if (early) {
+    if (const cudaError_t status = scope.enter(request.default_stream_device); status != cudaSuccess) {
+      return DeviceDigestTicket::failed(describe("making the communicator's device current", status));
+    }
+  }
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   const cudaError_t capturing = cudaStreamIsCapturing(stream, &capture);
   // The legacy stream while a blocking stream of its device captures: work there would join that capture.
@@ -356,9 +365,10 @@ std::unique_ptr<DeviceDigestTicket> enqueue_or_throw(const DeviceDigestRequest& 
   std::string why;
   const int device = launch_device(request, stream, why);
   if (device < 0) return DeviceDigestTicket::failed(why);
-  DeviceScope scope;
-  if (const cudaError_t status = scope.enter(device); status != cudaSuccess) {
-    return DeviceDigestTicket::failed(describe("cudaSetDevice", status));
+  if (!early) {
+    if (const cudaError_t status = scope.enter(device); status != cudaSuccess) {
+      return DeviceDigestTicket::failed(describe("making the stream's device current", status));
+    }
   }
 
   // Allocated before any CUDA work, so that enqueued work always has a ticket to release its resources.
@@ -423,7 +433,10 @@ DeviceDigestTicket::State DeviceDigestTicket::poll() noexcept {
     if (status != cudaSuccess) {
       // The context reports an error: the memory is best left alone (not recycled).
       resources = Resources{};
-      failure_ = describe("the fingerprint kernels", status);
+      failure_ = status == cudaErrorCudartUnloading
+                     ? "the CUDA runtime had shut down (process exit) before the fingerprint kernels' results were "
+                       "read: that call's device fingerprints are lost"
+                     : describe("the fingerprint kernels", status);
       state_ = kFailed;
       return state_;
     }

@@ -32,6 +32,9 @@ struct DeviceDigestRequest {
   std::uint64_t bytes = 0;          // length of the buffer
   std::uint64_t blocks = 0;         // 0, or n: also fingerprint n equal consecutive blocks of bytes / n bytes
   std::uint64_t segment_bytes = 0;  // 0: no segment digests; else a positive multiple of hash::kLeafBytes
+  // The call's communicator's device, -1 if unknown: a default stream (0, per-thread) is that device's, as NCCL
+  // makes it current in the call; without it, the thread's current device's.
+  int default_stream_device = -1;
 };
 
 // The digests of one request, equal bit for bit to hash::fingerprint / hash::segment_digests of the same bytes.

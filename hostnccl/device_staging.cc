@@ -37,6 +37,9 @@ struct Driver {
   int (*copy_to_host_async)(void* destination, unsigned long long source, std::size_t bytes, void* stream) = nullptr;
   int (*copy_to_device_async)(unsigned long long destination, const void* source, std::size_t bytes,
                               void* stream) = nullptr;
+  // Between any two addresses of unified addressing (pinned host memory is not a device address for the two above).
+  int (*copy_async)(unsigned long long destination, unsigned long long source, std::size_t bytes,
+                    void* stream) = nullptr;
   int (*synchronize)(void* stream) = nullptr;
   int (*error_name)(int status, const char** text) = nullptr;
 };
@@ -102,9 +105,15 @@ ncclResult_t stream_copy(void* destination, const void* source, std::size_t byte
     set_last_error(cuda_error("making the context of a device buffer current", context.status()));
     return ncclUnhandledCudaError;
   }
-  const int status =
-      to_device ? driver->copy_to_device_async(reinterpret_cast<unsigned long long>(destination), source, bytes, stream)
-                : driver->copy_to_host_async(destination, reinterpret_cast<unsigned long long>(source), bytes, stream);
+  unsigned memory_type = 0;
+  const bool host_side = driver->get_attribute(&memory_type, kAttributeMemoryType,
+                                               reinterpret_cast<unsigned long long>(device_side)) == kCudaSuccess &&
+                         memory_type == kMemoryTypeHost;
+  const auto to = reinterpret_cast<unsigned long long>(destination);
+  const auto from = reinterpret_cast<unsigned long long>(source);
+  const int status = host_side   ? driver->copy_async(to, from, bytes, stream)
+                     : to_device ? driver->copy_to_device_async(to, source, bytes, stream)
+                                 : driver->copy_to_host_async(destination, from, bytes, stream);
   if (status != kCudaSuccess) {
     set_last_error(cuda_error(
         to_device ? "copying a host shadow to its device buffer" : "copying a device buffer to its host shadow",
@@ -124,25 +133,27 @@ ncclResult_t stream_copy(void* destination, const void* source, std::size_t byte
 }
 #endif
 
-// Stages in: a device input becomes a host shadow holding its bytes (read after the stream's earlier work).
-ncclResult_t stage_input(const void* data, std::size_t bytes, cudaStream_t stream, Shadow* shadow) {
-  *shadow = new_shadow(bytes);
-  return stream_copy(shadow->get(), data, bytes, stream, false);
-}
-
-// The op over host shadows; when it completes, the output shadow goes back to the device buffer on the call's
-// stream, so work enqueued after the call sees the result.
+// The op over host shadows. Its input shadow is filled at launch (Op::launch: the call, or the outermost
+// ncclGroupEnd, where NCCL would enqueue its kernel), in the stream's order; when the op completes, the output
+// shadow goes back to the CUDA buffer on the call's stream, so work enqueued after the call sees the result.
 class StagedOp final : public Op {
  public:
-  StagedOp(std::unique_ptr<Op> inner, Shadow input, Shadow output, void* device_output, std::size_t output_bytes,
-           cudaStream_t stream)
+  StagedOp(std::unique_ptr<Op> inner, const void* cuda_input, Shadow input, std::size_t input_bytes, Shadow output,
+           void* cuda_output, std::size_t output_bytes, cudaStream_t stream)
       : Op(inner->comm()),
         inner_(std::move(inner)),
+        cuda_input_(cuda_input),
+        input_bytes_(input_bytes),
         input_(std::move(input)),
         output_(std::move(output)),
-        device_output_(device_output),
+        device_output_(cuda_output),
         output_bytes_(output_bytes),
         stream_(stream) {}
+
+  ncclResult_t launch() override {
+    if (cuda_input_ == nullptr || input_bytes_ == 0) return ncclSuccess;
+    return stream_copy(input_.get(), cuda_input_, input_bytes_, stream_, false);
+  }
 
   const char* name() const override { return inner_->name(); }
   void on_failure() override { inner_->on_failure(); }
@@ -167,6 +178,8 @@ class StagedOp final : public Op {
 
  private:
   std::unique_ptr<Op> inner_;
+  const void* cuda_input_;
+  std::size_t input_bytes_;
   Shadow input_, output_;
   void* device_output_;
   std::size_t output_bytes_;
@@ -191,6 +204,7 @@ void refresh_device_driver() {
                         find(library, "cuDevicePrimaryCtxRelease_v2", &driver->release_primary) &&
                         find(library, "cuMemcpyDtoHAsync_v2", &driver->copy_to_host_async) &&
                         find(library, "cuMemcpyHtoDAsync_v2", &driver->copy_to_device_async) &&
+                        find(library, "cuMemcpyAsync", &driver->copy_async) &&
                         find(library, "cuStreamSynchronize", &driver->synchronize) &&
                         find(library, "cuGetErrorName", &driver->error_name);
   const Driver* expected = nullptr;
@@ -198,15 +212,16 @@ void refresh_device_driver() {
 #endif
 }
 
-bool is_device_buffer(const void* data) {
+bool is_cuda_buffer(const void* data) {
 #ifdef HOSTNCCL_DEVICE_BUFFERS
   const Driver* driver = g_driver.load(std::memory_order_acquire);
   if (driver == nullptr || data == nullptr) return false;
   unsigned memory_type = 0;
   const int status =
       driver->get_attribute(&memory_type, kAttributeMemoryType, reinterpret_cast<unsigned long long>(data));
-  // kCudaErrorInvalidValue: memory CUDA does not know, i.e. plain host memory.
-  return status == kCudaSuccess && memory_type != kMemoryTypeHost;
+  // kCudaErrorInvalidValue: memory CUDA does not know, i.e. plain host memory. Pinned or registered host memory
+  // (kMemoryTypeHost) is CUDA's too: NCCL reads and writes it on the stream, after the work enqueued before.
+  return status == kCudaSuccess && memory_type != 0;
 #else
   (void)data;
   return false;
@@ -214,7 +229,7 @@ bool is_device_buffer(const void* data) {
 }
 
 ncclResult_t copy_to_host(void* destination, const void* source, std::size_t bytes, cudaStream_t stream) {
-  if (!is_device_buffer(source)) {
+  if (!is_cuda_buffer(source)) {
     std::memcpy(destination, source, bytes);
     return ncclSuccess;
   }
@@ -223,8 +238,8 @@ ncclResult_t copy_to_host(void* destination, const void* source, std::size_t byt
 
 ncclResult_t make_staged_coll_op(Comm* comm, const CollArgs& args, std::size_t send_bytes, std::size_t recv_bytes,
                                  cudaStream_t stream, std::unique_ptr<Op>* op) {
-  const bool stage_send = send_bytes != 0 && is_device_buffer(args.send);
-  const bool stage_recv = recv_bytes != 0 && is_device_buffer(args.recv);
+  const bool stage_send = send_bytes != 0 && is_cuda_buffer(args.send);
+  const bool stage_recv = recv_bytes != 0 && is_cuda_buffer(args.recv);
   if (!stage_send && !stage_recv) {
     *op = make_coll_op(comm, args);
     return ncclSuccess;
@@ -234,44 +249,41 @@ ncclResult_t make_staged_coll_op(Comm* comm, const CollArgs& args, std::size_t s
   CollArgs staged = args;
   Shadow input, output;
   if (stage_send) {
-    if (const ncclResult_t result = stage_input(args.send, send_bytes, stream, &input); result != ncclSuccess) {
-      return result;
-    }
+    input = new_shadow(send_bytes);
     staged.send = input.get();
   }
   if (stage_recv) {
     output = new_shadow(recv_bytes);
     staged.recv = output.get();
   }
-  *op = std::make_unique<StagedOp>(make_coll_op(comm, staged), std::move(input), std::move(output),
-                                   stage_recv ? args.recv : nullptr, recv_bytes, stream);
+  *op = std::make_unique<StagedOp>(make_coll_op(comm, staged), stage_send ? args.send : nullptr, std::move(input),
+                                   send_bytes, std::move(output), stage_recv ? args.recv : nullptr, recv_bytes, stream);
   return ncclSuccess;
 }
 
 ncclResult_t make_staged_send_op(Comm* comm, const void* data, std::size_t bytes, int peer, cudaStream_t stream,
                                  std::unique_ptr<Op>* op) {
-  if (!is_device_buffer(data)) {
+  if (!is_cuda_buffer(data)) {
     *op = make_send_op(comm, data, bytes, peer);
     return ncclSuccess;
   }
-  Shadow input;
-  if (const ncclResult_t result = stage_input(data, bytes, stream, &input); result != ncclSuccess) return result;
+  Shadow input = new_shadow(bytes);
   const void* host = input.get();
-  *op =
-      std::make_unique<StagedOp>(make_send_op(comm, host, bytes, peer), std::move(input), nullptr, nullptr, 0, stream);
+  *op = std::make_unique<StagedOp>(make_send_op(comm, host, bytes, peer), data, std::move(input), bytes, nullptr,
+                                   nullptr, 0, stream);
   return ncclSuccess;
 }
 
 ncclResult_t make_staged_recv_op(Comm* comm, void* data, std::size_t bytes, int peer, cudaStream_t stream,
                                  std::unique_ptr<Op>* op) {
-  if (!is_device_buffer(data)) {
+  if (!is_cuda_buffer(data)) {
     *op = make_recv_op(comm, data, bytes, peer);
     return ncclSuccess;
   }
   Shadow output = new_shadow(bytes);
   void* host = output.get();
-  *op = std::make_unique<StagedOp>(make_recv_op(comm, host, bytes, peer), nullptr, std::move(output), data, bytes,
-                                   stream);
+  *op = std::make_unique<StagedOp>(make_recv_op(comm, host, bytes, peer), nullptr, nullptr, 0, std::move(output), data,
+                                   bytes, stream);
   return ncclSuccess;
 }
 

@@ -6,6 +6,10 @@
  * memory. This lets several ranks share one GPU through hostnccl (real NCCL refuses two ranks on one device), which is
  * how detnccl's GPU paths are tested with more than one rank.
  *
+ * Pinned or registered host memory is staged the same way: NCCL reads and writes it on the stream too, so a kernel
+ * still writing a send buffer must finish before hostnccl reads it. An input is read where NCCL would enqueue its
+ * kernel (Op::launch): at the call, or at the outermost ncclGroupEnd of a group.
+ *
  * The CUDA driver is looked up, never loaded: with no libcuda.so.1 in the process every buffer is host memory and
  * nothing here costs more than a null check. In a build without CUDA (HOSTNCCL_DEVICE_BUFFERS undefined) the lookup
  * is compiled out and device pointers are not recognised (as before).
@@ -24,8 +28,9 @@ namespace hostnccl {
 /* Looks up the CUDA driver if this process has loaded it (called when a communicator is created; cheap once found). */
 void refresh_device_driver();
 
-/* True when `data` is GPU memory that the host cannot read directly (device or managed memory of the CUDA driver). */
-bool is_device_buffer(const void* data);
+/* True when `data` is memory the CUDA driver knows: device or managed memory, or pinned / registered host memory.
+ * NCCL reads and writes all of it on the call's stream, so hostnccl stages it in the stream's order too. */
+bool is_cuda_buffer(const void* data);
 
 /* Copies `bytes` bytes from `source` (host or device memory) to the host memory `destination`, after the work
  * enqueued on `stream`. Returns ncclUnhandledCudaError (with the last-error text set) when a CUDA call fails. */

@@ -30,6 +30,10 @@ class Op {
 
   /* Advances without waiting; sets *progressed when anything changed. A returned error fails the whole group. */
   virtual ncclResult_t advance(bool* progressed) = 0;
+  /* Called once, in the calling thread, where NCCL would enqueue the operation on its stream: at the call, or at the
+   * outermost ncclGroupEnd of a group, before any advance (staged device inputs are read here). An error drops the
+   * group before any of its ops started. */
+  virtual ncclResult_t launch() { return ncclSuccess; }
   /* The NCCL call this op implements, for messages. */
   virtual const char* name() const = 0;
   /* Called once when the op's group fails before the op finished (e.g. to unlink a half-created segment). */

@@ -114,6 +114,17 @@ ncclResult_t drive_holding_communicators(std::vector<std::unique_ptr<Op>>& ops) 
   return result;
 }
 
+// Each op's Op::launch, in the calling thread; the first failure drops the group (no op has started).
+ncclResult_t launch_all(std::vector<std::unique_ptr<Op>>& ops) {
+  for (const auto& op : ops) {
+    if (const ncclResult_t result = op->launch(); result != ncclSuccess) {
+      drop_unstarted(ops, result);
+      return result;
+    }
+  }
+  return ncclSuccess;
+}
+
 // The outermost ncclGroupEnd (or a call outside any group): blocking communicators are driven here; a group of
 // non-blocking ones goes to a background thread (RATIONALE: real NCCL progresses those on its own threads too).
 // A non-blocking communicator's init (ncclCommInitRankConfig with blocking = 0, alone or in a group of such inits)
@@ -128,12 +139,16 @@ ncclResult_t run_group(std::vector<std::unique_ptr<Op>> ops) {
     (op->comm()->config.blocking ? any_blocking : any_non_blocking) = true;
     creates = creates || op->creates_communicator();
   }
-  if (!any_non_blocking || (creates && any_blocking)) return drive_holding_communicators(ops);
+  if (!any_non_blocking || (creates && any_blocking)) {
+    if (const ncclResult_t result = launch_all(ops); result != ncclSuccess) return result;
+    return drive_holding_communicators(ops);
+  }
   if (any_blocking) {
     set_last_error("hostnccl: ncclGroupEnd: a group may not mix blocking and non-blocking communicators");
     drop_unstarted(ops, ncclInvalidUsage);
     return ncclInvalidUsage;
   }
+  if (const ncclResult_t result = launch_all(ops); result != ncclSuccess) return result;
   std::vector<Comm*> comms;
   for (const auto& op : ops) {
     if (std::find(comms.begin(), comms.end(), op->comm()) == comms.end()) comms.push_back(op->comm());

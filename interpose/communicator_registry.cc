@@ -142,6 +142,7 @@ bool resolve_communicator(Process& process, ncclComm_t comm, bool calling_on_it)
   created->nranks = static_cast<std::uint32_t>(count);
   created->rank = static_cast<std::uint32_t>(rank);
   created->rank_known = sized;
+  created->device = device;
   record.device = device;
   register_communicator(process, comm, std::move(created), record, traced);
   return true;

@@ -92,6 +92,7 @@ struct Communicator {
   std::uint32_t nranks = 0;
   std::uint32_t rank = 0;
   bool rank_known = false;  // NCCL answered both ncclCommCount and ncclCommUserRank
+  int device = -1;          // ncclCommCuDevice's answer, -1 if none: a default stream's device in its calls
   // The tracer recorded it, so its calls are traced. False while tracing is off, and for a communicator the tracer
   // did not see created on the creating thread (find_communicator_for_reduction).
   bool traced = false;

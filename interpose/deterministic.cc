@@ -69,6 +69,7 @@ struct Target {
   // Which communicator it is a rank of: two handles of this process with one clique are ranks of the same
   // communicator (ncclCommInitAll, several ncclCommInitRank* with one id, their splits). The registry's id.
   std::uint64_t clique = 0;
+  int device = -1;                           // the communicator's (ncclCommCuDevice), -1 if unknown
   std::optional<coll::Reduction> premulsum;  // the operator's, when it is one this communicator created
 };
 
@@ -81,6 +82,7 @@ bool read_target(Communicator* communicator, std::int32_t redop, Target* target)
   target->rank = static_cast<int>(communicator->rank);
   target->nranks = static_cast<int>(communicator->nranks);
   target->clique = communicator->id;
+  target->device = communicator->device;
   if (redop >= static_cast<std::int32_t>(ncclNumOps)) {
     const auto found = target->part->premulsum.find(redop);
     if (found != target->part->premulsum.end()) target->premulsum = found->second;
@@ -203,6 +205,7 @@ ncclResult_t execute(const CallShape& shape, const coll::Reduction& reduction, c
   context.rank = comm.rank;
   context.nranks = comm.nranks;
   context.stream = shape.stream;
+  context.device = comm.device;
   context.buffers_on_device = on_device;
   coll::Report report;
   ncclResult_t result = ncclInvalidUsage;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <new>
@@ -49,7 +50,7 @@ bool fingerprint_into(const void* data, std::uint64_t bytes, std::uint64_t block
 
 // Starts the digests of one side of a call: on the CPU now for host memory, by kernels on the call's stream for
 // device memory (the result comes later through the ticket), or not at all (one warning) when neither is possible.
-void start_digests(const void* data, std::uint64_t bytes, std::uint64_t blocks, cudaStream_t stream,
+void start_digests(const void* data, std::uint64_t bytes, std::uint64_t blocks, cudaStream_t stream, int device,
                    DigestSource& out) noexcept {
   const config::Config& config = g_process->config;
   const bool segments = config.trace >= config::TraceLevel::kSegments;
@@ -75,7 +76,8 @@ void start_digests(const void* data, std::uint64_t bytes, std::uint64_t blocks, 
                          std::string(device_fingerprints_unavailable_reason()));
     return;
   }
-  out.ticket = enqueue_device_digests({data, bytes, blocks, segments ? config.segment_bytes : 0}, stream);
+  register_exit_drain(*g_process);
+  out.ticket = enqueue_device_digests({data, bytes, blocks, segments ? config.segment_bytes : 0, device}, stream);
 }
 
 namespace {
@@ -95,6 +97,7 @@ bool settle(PendingCall& call) noexcept {
         call.fields.flags |= records::kCallCaptured;
         break;
       case DeviceDigestTicket::kFailed:
+        g_process->digests.failed_device_sides.fetch_add(1, std::memory_order_relaxed);
         log_warning_once(g_process->digests.warned_device_failure,
                          "a device fingerprint failed (" + std::string(side->ticket->failure()) +
                              "); such calls are recorded without fingerprints");
@@ -182,17 +185,20 @@ void submit(PendingCall&& call) noexcept {
 void complete(PendingCall&& call) noexcept {
   if (call.hash_output && call.fields.result == ncclInProgress) call.fields.result = wait_until_enqueued(call.comm);
   if (call.hash_output && call.fields.result == ncclSuccess) {
-    start_digests(call.output_data, call.output_bytes, call.output_blocks, call.stream, call.output);
+    start_digests(call.output_data, call.output_bytes, call.output_blocks, call.stream, call.device, call.output);
   }
   submit(std::move(call));
 }
 
 // At exit: lets the collector write what is queued (device work still running gets up to 10 s), then stops it.
 void drain_queue_at_exit(Process& process) {
+  const std::uint64_t failed_before = process.digests.failed_device_sides.load(std::memory_order_relaxed);
+  std::size_t queued = 0;
   {
     const std::lock_guard<std::mutex> lock(process.digests.queue_mutex);
     process.digests.stopping = true;
     process.digests.queue_changed.notify_all();
+    queued = process.digests.queue.size();
   }
   if (!process.digests.collector.joinable()) return;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -212,6 +218,28 @@ void drain_queue_at_exit(Process& process) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   process.digests.collector.join();
+  // Said precisely, not only as the first failure's one warning: how many of the records drained here lost what.
+  if (const std::uint64_t failed = process.digests.failed_device_sides.load(std::memory_order_relaxed) - failed_before;
+      failed != 0) {
+    log_warning("at exit, " + std::to_string(failed) + " device fingerprint(s) of the last " + std::to_string(queued) +
+                " queued record(s) failed (see the warning above for the first reason); those records are written "
+                "without them, all other fields intact");
+  }
+}
+
+void register_exit_drain(Process& process) noexcept {
+  try {
+    std::call_once(process.digests.exit_drain_registered, [] {
+      std::atexit([] {
+        Process* current = g_process;
+        // As close_log_at_exit: a fork()ed child that traced nothing has nothing of its own to drain.
+        if (current == nullptr || (current->forked_child && !current->log.writer_attempted)) return;
+        drain_queue_at_exit(*current);
+      });
+    });
+  } catch (const std::exception&) {
+    // call_once may throw std::system_error: the drain at close_log_at_exit is still there.
+  }
 }
 
 // What a fork()ed child keeps of its parent's queued records, untouched and never freed (see tracer_process.cc).

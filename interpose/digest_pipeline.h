@@ -39,6 +39,7 @@ struct PendingCall {
   records::CallFields fields;
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
+  int device = -1;  // the communicator's (ncclCommCuDevice), -1 if unknown: a default stream's device
   DigestSource input, output;
   const void* output_data = nullptr;
   std::uint64_t output_bytes = 0;
@@ -58,11 +59,14 @@ struct DigestQueue {
   std::atomic<bool> warned_location_unknown{false};
   std::atomic<bool> warned_device_failure{false};
   std::atomic<bool> warned_hash_failure{false};
+  std::atomic<std::uint64_t> failed_device_sides{0};  // call sides whose device fingerprint failed, so far
+  std::once_flag exit_drain_registered;               // see register_exit_drain
 };
 
 // Starts the digests of one side of a call: on the CPU now for host memory, by kernels on the call's stream for
 // device memory (the result comes later through the ticket), or not at all (one warning) when neither is possible.
-void start_digests(const void* data, std::uint64_t bytes, std::uint64_t blocks, cudaStream_t stream,
+// `device`: the communicator's, for a default stream (see hash::DeviceDigestRequest::default_stream_device).
+void start_digests(const void* data, std::uint64_t bytes, std::uint64_t blocks, cudaStream_t stream, int device,
                    DigestSource& out) noexcept;
 
 // A call that has run (its group too): fingerprints its outputs and hands its record to the log, now or through the
@@ -71,6 +75,12 @@ void complete(PendingCall&& call) noexcept;
 
 // At exit: lets the collector write what is queued (device work still running gets up to 10 s), then stops it.
 void drain_queue_at_exit(Process& process);
+
+// RATIONALE: the CUDA runtime linked into the shim registers its own exit handlers when it initialises, which is
+// after the tracer's (registered at its configuration), so they would run first and tear the runtime down under the
+// exit drain: the last records would lose their fingerprints. Called once device fingerprints are available (the
+// runtime initialised), this registers a drain that runs before them (exit handlers run in reverse order).
+void register_exit_drain(Process& process) noexcept;
 
 // In a fork()ed child (queue_mutex held): the parent's collector thread and queued records are the parent's.
 void digests_start_over_in_child(DigestQueue& digests);

@@ -153,8 +153,10 @@ std::optional<PendingCall> begin_call(const CallShape& shape, ThreadState& threa
                                                                     std::max(input_bytes, output_bytes));
     call.comm = shape.comm;
     call.stream = shape.stream;
+    call.device = communicator->device;
     if (selected && input_here) {
-      start_digests(shape.input.data, input_bytes, shape.input.per_peer_blocks ? nranks : 0, shape.stream, call.input);
+      start_digests(shape.input.data, input_bytes, shape.input.per_peer_blocks ? nranks : 0, shape.stream, call.device,
+                    call.input);
     }
     if (selected && output_here) {
       call.hash_output = true;

@@ -9,3 +9,14 @@ if(DETNCCL_HAVE_CUDA)
   target_compile_definitions(test_device_fingerprints PRIVATE DETNCCL_TEST_HAVE_CUDA=1)
 endif()
 gtest_discover_tests(test_device_fingerprints)
+
+# cuda/context_scope.h against the stand-in driver (fake_cuda_driver.cc): the device scope restores the thread's
+# context, none included, and never creates a context on a device it was not asked for (no CUDA needed).
+if(TARGET fake_cuda_driver)
+  add_executable(test_device_scope test_device_scope.cc)
+  target_include_directories(test_device_scope PRIVATE ${PROJECT_SOURCE_DIR})
+  target_link_libraries(test_device_scope PRIVATE ${CMAKE_DL_LIBS} GTest::gtest_main)
+  target_compile_definitions(test_device_scope PRIVATE DETNCCL_FAKE_CUDA_DRIVER="$<TARGET_FILE:fake_cuda_driver>")
+  add_dependencies(test_device_scope fake_cuda_driver)
+  gtest_discover_tests(test_device_scope)
+endif()

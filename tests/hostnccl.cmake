@@ -28,3 +28,14 @@ add_executable(test_hostnccl_settings test_hostnccl_settings.cc)
 target_link_libraries(test_hostnccl_settings PRIVATE detnccl_abi detnccl_options GTest::gtest_main)
 target_compile_definitions(test_hostnccl_settings PRIVATE DETNCCL_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 gtest_discover_tests(test_hostnccl_settings)
+
+if(DETNCCL_HAVE_CUDA)
+  # Staging of CUDA buffers (pinned host memory in stream order, grouped inputs read at ncclGroupEnd) against the
+  # stand-in driver (fake_cuda_driver.cc); hostnccl looks the driver up only in CUDA builds.
+  add_executable(test_hostnccl_staging test_hostnccl_staging.cc)
+  target_link_libraries(test_hostnccl_staging PRIVATE hostnccl detnccl_abi GTest::gtest_main ${CMAKE_DL_LIBS})
+  target_compile_definitions(test_hostnccl_staging PRIVATE DETNCCL_FAKE_CUDA_DRIVER="$<TARGET_FILE:fake_cuda_driver>")
+  add_dependencies(test_hostnccl_staging fake_cuda_driver)
+  gtest_discover_tests(test_hostnccl_staging DISCOVERY_TIMEOUT 30
+                       PROPERTIES TIMEOUT 60 RESOURCE_LOCK hostnccl_shm FIXTURES_REQUIRED hostnccl_suite)
+endif()

@@ -57,10 +57,7 @@ if(TARGET hostnccl AND TARGET hostnccl-run)
   target_link_libraries(shim_process_job PRIVATE detnccl_abi detnccl_options detnccl_bootstrap hostnccl ${CMAKE_DL_LIBS})
   add_executable(test_shim_process test_shim_process.cc)
   target_link_libraries(test_shim_process PRIVATE detnccl_records detnccl_options GTest::gtest_main)
-  # A CUDA driver that fails to say where buffers live (fake_cuda_driver.cc), named as the driver is.
-  add_library(fake_cuda_driver SHARED fake_cuda_driver.cc)
-  set_target_properties(fake_cuda_driver PROPERTIES OUTPUT_NAME cuda SOVERSION 1
-                                                    LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/fake-cuda)
+  # The stand-in CUDA driver (fake_cuda_driver, tests/CMakeLists.txt) fails to say where buffers live.
   target_compile_definitions(test_shim_process PRIVATE
     DETNCCL_SHIM_PATH="$<TARGET_FILE:detnccl>" DETNCCL_SHIM_PROCESS_JOB="$<TARGET_FILE:shim_process_job>"
     DETNCCL_FAKE_CUDA_DRIVER="$<TARGET_FILE:fake_cuda_driver>")

@@ -12,6 +12,7 @@
 #include "hash/device_fingerprints.h"
 #include "hash/fingerprint.h"
 #if defined(DETNCCL_TEST_HAVE_CUDA)
+#include "cuda/scopes.h"
 #include "hash/fingerprint_cuda.h"
 #endif
 
@@ -186,6 +187,21 @@ TEST(DeviceFingerprints, UnavailableWithoutALoadedDriverAndLoadsNone) {
   EXPECT_TRUE(ticket->result().blocks.empty());
   EXPECT_FALSE(cuda_driver_loaded());
 }
+
+#if defined(DETNCCL_TEST_HAVE_CUDA)
+// #21 item 6: a default stream (0, legacy, per-thread) runs on the communicator's device when it is known (NCCL
+// makes it current in the call), not the thread's current one; any other stream is asked for its own device.
+TEST(DeviceFingerprints, ADefaultStreamIsTheCommunicatorsDevice) {
+  for (cudaStream_t stream : {cudaStream_t{nullptr}, cudaStreamLegacy, cudaStreamPerThread}) {
+    EXPECT_TRUE(detnccl::cuda::is_default_stream(stream));
+    int device = -1;
+    ASSERT_EQ(detnccl::cuda::stream_device(stream, 3, &device), cudaSuccess);
+    EXPECT_EQ(device, 3);
+  }
+  const auto other = reinterpret_cast<cudaStream_t>(0x5700);
+  EXPECT_FALSE(detnccl::cuda::is_default_stream(other));  // asked for its own device (no driver here to ask)
+}
+#endif
 
 }  // namespace
 }  // namespace detnccl::hash

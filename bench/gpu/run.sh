@@ -174,6 +174,19 @@ part_nccl() {
   # main returns right after its last AllReduce is enqueued: the shim's exit drain must still record every call with
   # its fingerprints, whatever the CUDA runtime's own exit handlers do.
   traced_calls_row "return from main after the last call: records complete" exit exit
+  # #21 item 5: the same exit, its warnings read: the drain must run before the CUDA runtime's exit handlers, so no
+  # device fingerprint may fail (or be reported lost) at exit.
+  label="return from main: no device fingerprint lost at exit"
+  if with_nccl "${nccl_dir}" LD_PRELOAD="${shim}" DETNCCL_DIR="${traces}" DETNCCL_RUN=exit-warnings -- \
+      "${job}" exit --memory "${memory}" --expect "${work}/exit-warnings.expect" 2>"${work}/exit-warnings.stderr"; then
+    if grep -q "device fingerprint" "${work}/exit-warnings.stderr"; then
+      row "nccl: ${label}" "FAIL" "$(grep -m1 "device fingerprint" "${work}/exit-warnings.stderr" | cut -c1-160)"
+    else
+      row "nccl: ${label}" "ok" "no fingerprint warning in the job's stderr"
+    fi
+  else
+    row "nccl: ${label}" "FAIL" "the traced job failed (see ${work}/exit-warnings.stderr)"
+  fi
   # Deterministic AllReduces of one communicator on two streams: ordered as NCCL orders them (shared scratch).
   label="deterministic, one communicator, two streams: outputs exact"
   local streams_out
@@ -252,6 +265,19 @@ part_ranks() {
     fi
   else
     row "${label}" "FAIL" "a rank failed (see the part's file)"
+  fi
+  # Pinned host buffers, each input copied in on the stream just before the call (#21 item 4): hostnccl must read
+  # and write them in stream order, like device memory.
+  if [ "${dry_run}" -eq 1 ]; then
+    row "ranks: pinned host buffers in stream order = host buffers" "skip" "dry run: needs a GPU"
+  elif ranks_job "${hostnccl_dir}" ranks-c-pinned pinned 4 "${work}/pinned-4"; then
+    if same_outputs "${work}/host" "${work}/pinned-4" 4; then
+      row "ranks: pinned host buffers in stream order = host buffers" "ok" "9 reductions x 4 ranks bitwise equal"
+    else
+      row "ranks: pinned host buffers in stream order = host buffers" "FAIL" "outputs differ"
+    fi
+  else
+    row "ranks: pinned host buffers in stream order = host buffers" "FAIL" "a rank failed (see the part's file)"
   fi
 }
 

@@ -27,10 +27,10 @@
 #include <vector>
 
 #include "bench/gpu/check_table.h"
+#include "hash/device_fingerprints.h"
 #include "hash/reference_fingerprint.h"
 #include "hash/tree_shape.h"
 #include "hash/xxh3_portable.h"
-#include "hash/device_fingerprints.h"
 
 namespace {
 
@@ -154,8 +154,7 @@ void run_dry() {
   bool valid = true;
   for (std::size_t bytes : sweep_sizes()) {
     for (const Variant& variant : kVariants) {
-      const auto plan =
-          detnccl::hash::plan_device_digests({host.data(), bytes, variant.blocks, variant.segment_bytes});
+      const auto plan = detnccl::hash::plan_device_digests({host.data(), bytes, variant.blocks, variant.segment_bytes});
       valid &= plan.failure.empty();
       ++requests;
       pipelines += plan.pipelines;
@@ -382,7 +381,101 @@ void measure_enqueue_cost(Device& device) {
   info("host cost per call, 1 MiB (same run)", figure);
 }
 
+// Issue #21 item 1: a ticket polled from a thread with no current context (the collector thread) leaves that thread
+// with none, and never creates a context on GPU 0. Runs first, before this program touches GPU 0: with two GPUs or
+// more the ticket is on device 1 and GPU 0's primary context must still be inactive (cuDevicePrimaryCtxGetState);
+// with one, only the thread's context afterwards can be checked.
+void check_no_context_left_by_polling() {
+  int count = 0;
+  cuda_check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  const int device = count >= 2 ? 1 : 0;
+  cuda_check(cudaSetDevice(device), "cudaSetDevice (context check)");
+  void* data = nullptr;
+  cudaStream_t stream = nullptr;
+  cuda_check(cudaMalloc(&data, 1 << 20), "cudaMalloc (context check)");
+  cuda_check(cudaMemset(data, 0x3C, 1 << 20), "cudaMemset (context check)");
+  cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate (context check)");
+  Ticket ticket = enqueue_device_digests({static_cast<const std::uint8_t*>(data), 1 << 20, 0, 0}, stream);
+  void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  using GetCurrent = int (*)(void**);
+  using PrimaryState = int (*)(int, unsigned*, int*);
+  auto get_current = reinterpret_cast<GetCurrent>(driver != nullptr ? dlsym(driver, "cuCtxGetCurrent") : nullptr);
+  auto primary_state =
+      reinterpret_cast<PrimaryState>(driver != nullptr ? dlsym(driver, "cuDevicePrimaryCtxGetState") : nullptr);
+  DeviceDigestTicket::State state = DeviceDigestTicket::kPending;
+  void* left = reinterpret_cast<void*>(1);
+  std::thread collector([&] {  // a fresh thread: no current context
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while ((state = ticket->poll()) == DeviceDigestTicket::kPending && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    if (get_current != nullptr) get_current(&left);
+  });
+  collector.join();
+  row("poll from a thread with no context: ready, thread left with none",
+      state == DeviceDigestTicket::kReady && get_current != nullptr && left == nullptr,
+      std::string(state_name(state)) + ", context after " + (left == nullptr ? "none" : "set") + ", device " +
+          std::to_string(device));
+  if (count >= 2) {
+    unsigned flags = 0;
+    int active = -1;
+    const bool queried = primary_state != nullptr && primary_state(0, &flags, &active) == 0;
+    row("... and GPU 0's primary context inactive (ticket on GPU 1)", queried && active == 0,
+        queried ? "active " + std::to_string(active) : std::string("cuDevicePrimaryCtxGetState unavailable"));
+  } else {
+    info("... and GPU 0's primary context inactive (ticket on GPU 1)", "needs 2 GPUs; this machine has 1");
+  }
+  ticket.reset();
+  cuda_check(cudaStreamSynchronize(stream), "synchronize (context check)");
+  cudaStreamDestroy(stream);
+  cudaFree(data);
+  cuda_check(cudaSetDevice(0), "cudaSetDevice 0");
+}
+
+// Issue #21 item 6: a default stream (0) names the current device's; one thread driving several GPUs calls NCCL on
+// stream 0 with another device current, and NCCL runs the call on the communicator's device. A request that says
+// its communicator's device (default_stream_device) must hash there; without it, the buffer's device and the
+// current device disagree and the request fails. Needs two GPUs.
+void check_default_stream_of_another_device() {
+  int count = 0;
+  cuda_check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  if (count < 2) {
+    info("stream 0, device 0 current, buffer of GPU 1: hashed on GPU 1", "needs 2 GPUs; this machine has 1");
+    return;
+  }
+  constexpr std::size_t kBytes = 1 << 20;
+  std::vector<std::uint8_t> host(kBytes);
+  fill_pseudo_random(host);
+  void* data = nullptr;
+  cuda_check(cudaSetDevice(1), "cudaSetDevice 1");
+  cuda_check(cudaMalloc(&data, kBytes), "cudaMalloc on GPU 1");
+  cuda_check(cudaMemcpy(data, host.data(), kBytes, cudaMemcpyHostToDevice), "copy to GPU 1");
+  cuda_check(cudaSetDevice(0), "cudaSetDevice 0");
+  const auto* bytes = static_cast<const std::uint8_t*>(data);
+  Ticket with_device = enqueue_device_digests({bytes, kBytes, 0, 0, 1}, nullptr);
+  Ticket without = enqueue_device_digests({bytes, kBytes, 0, 0, -1}, nullptr);
+  DeviceDigestTicket::State state = DeviceDigestTicket::kPending;
+  for (int i = 0; i < 100000 && (state = with_device->poll()) == DeviceDigestTicket::kPending; ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  int current = -1;
+  cuda_check(cudaGetDevice(&current), "cudaGetDevice");
+  const bool equal = state == DeviceDigestTicket::kReady &&
+                     with_device->result().whole == hash::reference::fingerprint(host.data(), kBytes, portable_xxh3);
+  row("stream 0, device 0 current, buffer of GPU 1: hashed on GPU 1", equal && current == 0,
+      std::string(state_name(state)) + ", device after " + std::to_string(current));
+  row("... and without the communicator's device: kFailed", without->poll() == DeviceDigestTicket::kFailed,
+      std::string(without->failure()));
+  with_device.reset();
+  cuda_check(cudaSetDevice(1), "cudaSetDevice 1");
+  cuda_check(cudaDeviceSynchronize(), "synchronize GPU 1");
+  cudaFree(data);
+  cuda_check(cudaSetDevice(0), "cudaSetDevice 0");
+}
+
 void run_device() {
+  check_no_context_left_by_polling();
+  check_default_stream_of_another_device();
   Device device;
   print_device_row();
   for (cudaStream_t& stream : device.streams) {

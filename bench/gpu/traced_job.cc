@@ -21,11 +21,12 @@
 //       replays it; checks that every replay completes and leaves the expected values.
 //   gpu_traced_job time   --memory host|device --bytes N --iterations K
 //       a float AllReduce of N bytes, K times after a warm-up; prints "seconds_per_call S".
-//   gpu_traced_job ranks  --ranks N --memory host|device --out PREFIX [--distinct-hosts]
+//   gpu_traced_job ranks  --ranks N --memory host|device|pinned --out PREFIX [--distinct-hosts]
 //       forks N ranks (before any CUDA call) that share one communicator (the unique id goes through a file) and run
 //       a fixed list of reductions on counter-based inputs; each rank writes its outputs, raw, to PREFIX.rank-R and
 //       checks them against a double-precision sum (a loose bound: the exact bits are what run.sh compares).
 //       --distinct-hosts gives each rank its own NCCL_HOSTID (real NCCL then accepts two ranks on one GPU).
+//       --memory pinned: buffers in pinned host memory, each input copied in on the stream just before the call.
 //
 // Exit status 0 when every check passed, 1 on a failed check, 2 on a usage error. Without a GPU only --memory host
 // runs (over hostnccl): that is the dry run of every mode but graph.
@@ -57,6 +58,8 @@ namespace hash = detnccl::hash;
 
 std::map<std::string, std::string> g_options;
 bool g_device = false;
+// --memory pinned (ranks only): buffers in pinned host memory (cudaHostAlloc), written on the stream (g_device too).
+bool g_pinned = false;
 int g_failures = 0;
 
 std::string option(const std::string& name, const std::string& fallback = "") {
@@ -105,7 +108,9 @@ class Buffer {
  public:
   // shift: the buffer starts that many bytes past the allocation's (aligned) start.
   explicit Buffer(std::size_t bytes, std::size_t shift = 0) : bytes_(bytes) {
-    if (g_device) {
+    if (g_pinned) {
+      cuda(cudaHostAlloc(&allocation_, bytes + shift + 1, cudaHostAllocDefault), "cudaHostAlloc");
+    } else if (g_device) {
       cuda(cudaMalloc(&allocation_, bytes + shift + 1), "cudaMalloc");
     } else {
       allocation_ = std::malloc(bytes + shift + 1);
@@ -114,7 +119,9 @@ class Buffer {
     data_ = static_cast<unsigned char*>(allocation_) + shift;
   }
   ~Buffer() {
-    if (g_device) {
+    if (g_pinned) {
+      cudaFreeHost(allocation_);
+    } else if (g_device) {
       cudaFree(allocation_);
     } else {
       std::free(allocation_);
@@ -126,7 +133,9 @@ class Buffer {
   void* data() const { return data_; }
   std::size_t bytes() const { return bytes_; }
   void upload(const std::vector<std::uint8_t>& host) const {
-    if (g_device) {
+    if (g_pinned) {
+      std::memcpy(data_, host.data(), host.size());
+    } else if (g_device) {
       cuda(cudaMemcpy(data_, host.data(), host.size(), cudaMemcpyHostToDevice), "cudaMemcpy to device");
     } else {
       std::memcpy(data_, host.data(), host.size());
@@ -134,7 +143,10 @@ class Buffer {
   }
   std::vector<std::uint8_t> download() const {
     std::vector<std::uint8_t> host(bytes_);
-    if (g_device) {
+    if (g_pinned) {
+      cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+      std::memcpy(host.data(), data_, bytes_);
+    } else if (g_device) {
       cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
       cuda(cudaMemcpy(host.data(), data_, bytes_, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
     } else {
@@ -507,6 +519,22 @@ double decode(const std::uint8_t* p, ncclDataType_t type) {
   return f;
 }
 
+// Pinned memory (#21 item 4): the input reaches the pinned send buffer by a copy on the stream queued behind
+// ~2 GiB of memsets, and the call follows at once, unsynchronised: hostnccl must read it in stream order (it read
+// pinned memory directly, before the copy landed, and the rank's exact-sum check fails then).
+void upload_late(const Buffer& send, const std::vector<std::uint8_t>& host, cudaStream_t stream) {
+  static void* delay = nullptr;
+  constexpr std::size_t kDelayBytes = std::size_t{1} << 30;
+  if (delay == nullptr) cuda(cudaMalloc(&delay, kDelayBytes), "cudaMalloc (delay)");
+  void* staged = nullptr;
+  cuda(cudaMalloc(&staged, host.size()), "cudaMalloc (staged input)");
+  cuda(cudaMemcpy(staged, host.data(), host.size(), cudaMemcpyHostToDevice), "cudaMemcpy (staged input)");
+  std::memset(send.data(), 0, host.size());
+  for (int i = 0; i < 2; ++i) cuda(cudaMemsetAsync(delay, i, kDelayBytes, stream), "cudaMemsetAsync (delay)");
+  cuda(cudaMemcpyAsync(send.data(), staged, host.size(), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
+  cuda(cudaFreeAsync(staged, stream), "cudaFreeAsync");
+}
+
 int run_rank(int rank, int nranks, const std::string& prefix) {
   const std::string id_path = prefix + ".id";
   ncclUniqueId id;
@@ -533,7 +561,11 @@ int run_rank(int rank, int nranks, const std::string& prefix) {
     std::vector<double> values(total);
     for (std::size_t i = 0; i < total; ++i) values[i] = input_value(k, rank, i);
     Buffer send(total * red.element_bytes, red.send_shift), recv(red.count * red.element_bytes, red.recv_shift);
-    send.upload(encode(values, red.type));
+    if (g_pinned) {
+      upload_late(send, encode(values, red.type), stream);
+    } else {
+      send.upload(encode(values, red.type));
+    }
     const bool ok =
         red.reduce_scatter
             ? nccl(ncclReduceScatter(send.data(), recv.data(), red.count, red.type, red.op, comm, stream), red.name)
@@ -612,11 +644,12 @@ int main(int argc, char** argv) {
     g_options[name] = has_value ? argv[++i] : "";
   }
   const std::string memory = option("memory", "host");
-  if (memory != "host" && memory != "device") {
-    std::fprintf(stderr, "--memory must be host or device\n");
+  if (memory != "host" && memory != "device" && !(memory == "pinned" && mode == "ranks")) {
+    std::fprintf(stderr, "--memory must be host or device (or pinned, for ranks)\n");
     return 2;
   }
-  g_device = memory == "device";
+  g_pinned = memory == "pinned";
+  g_device = memory == "device" || g_pinned;
   if (mode == "calls") return run_calls();
   if (mode == "exit") return run_exit();
   if (mode == "streams") return run_streams();
