@@ -461,14 +461,16 @@ std::optional<StepIndex> LogReader::read_step_index(std::string* problem) const 
       if (bytes > raw->payload_bytes - raw->fixed_bytes) return fail("a step index record's counts exceed its length");
       StepIndexChunk chunk;
       const std::byte* array = raw->payload + raw->fixed_bytes;
-      chunk.entries.resize(fields.entry_count);
-      std::memcpy(chunk.entries.data(), array, chunk.entries.size() * sizeof(StepIndexEntry));
-      array += chunk.entries.size() * sizeof(StepIndexEntry);
-      chunk.pairs.resize(fields.pair_count);
-      std::memcpy(chunk.pairs.data(), array, chunk.pairs.size() * sizeof(StepIndexPair));
-      array += chunk.pairs.size() * sizeof(StepIndexPair);
-      chunk.communicator_offsets.resize(fields.communicator_count);
-      std::memcpy(chunk.communicator_offsets.data(), array, chunk.communicator_offsets.size() * 8);
+      // Copies `count` elements from the record's arrays into `out` (an empty vector's data() may be null).
+      const auto take = [&array](auto& out, std::uint32_t count) {
+        out.resize(count);
+        const std::size_t copied = out.size() * sizeof(out[0]);
+        if (copied != 0) std::memcpy(out.data(), array, copied);
+        array += copied;
+      };
+      take(chunk.entries, fields.entry_count);
+      take(chunk.pairs, fields.pair_count);
+      take(chunk.communicator_offsets, fields.communicator_count);
       entries += chunk.entries.size();
       chunks.push_back(std::move(chunk));
       if (fields.previous_offset >= at) return fail("the step index records do not chain backwards");
