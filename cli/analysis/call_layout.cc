@@ -6,6 +6,7 @@
 
 #include "abi/nccl_datatypes.h"
 #include "abi/traced_ops.h"
+#include "records/step_index.h"
 
 namespace detnccl::analysis {
 
@@ -18,10 +19,7 @@ std::uint64_t saturating_product(std::uint64_t a, std::uint64_t b) noexcept {
   return __builtin_mul_overflow(a, b, &product) ? kSaturated : product;
 }
 
-bool is_point_to_point(OpId op) noexcept {
-  const abi::TracedOpRow* row = abi::traced_op_row(static_cast<std::uint16_t>(op));
-  return row != nullptr && row->peer == abi::PeerRole::kPeer;
-}
+bool is_point_to_point(OpId op) noexcept { return records::is_paired_op(op); }
 
 bool is_rooted(OpId op) noexcept {
   const abi::TracedOpRow* row = abi::traced_op_row(static_cast<std::uint16_t>(op));
