@@ -4,7 +4,6 @@ find_package(PkgConfig REQUIRED)
 # The library itself is linked only into tests and benchmarks, as the independent reference.
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 find_package(Threads REQUIRED)
-find_package(spdlog CONFIG REQUIRED)
 find_package(Boost 1.74 REQUIRED)  # Interprocess is header-only
 find_package(CLI11 CONFIG REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)

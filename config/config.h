@@ -102,7 +102,7 @@ std::optional<TracedOp> traced_op_from_name(std::string_view name) noexcept;
 // records; hash writes call records with fingerprints, segments adds per-segment digests.
 enum class TraceLevel : std::uint8_t { kOff, kMeta, kSteps, kHash, kSegments };
 
-// DETNCCL_LOG_LEVEL, in increasing severity (the names match spdlog's levels).
+// DETNCCL_LOG_LEVEL, in increasing severity (the setting's accepted names).
 enum class LogLevel : std::uint8_t { kTrace, kDebug, kInfo, kWarn, kError, kOff };
 
 // DETNCCL_DETERMINISTIC: off, on (stop the job at a call that cannot be made deterministic) or warn (warn once and

@@ -1,4 +1,6 @@
-// detnccl shim: logging through spdlog (header-only build, so the shim brings no shared library into the job).
+// detnccl shim: its own messages, one line each, written whole with one write(2) to standard error or
+// DETNCCL_LOG_FILE. RATIONALE: a logging library compiled into the shim (spdlog and fmt, header-only) cost more build
+// time than the rest of the shim and brought nothing these few lines need.
 #include "interpose/shim_log.h"
 
 #include <fcntl.h>
@@ -6,66 +8,53 @@
 
 #include <cerrno>
 #include <cstring>
-#include <memory>
 #include <mutex>
-#include <stdexcept>
 #include <string>
-
-#include <spdlog/sinks/basic_file_sink.h>
-#include <spdlog/sinks/stdout_sinks.h>
-#include <spdlog/spdlog.h>
 
 namespace detnccl::interpose {
 namespace {
 
+// The names of config::LogLevel's values in a message line (those of spdlog, which the shim used to log through).
+constexpr const char* kLevelNames[] = {"trace", "debug", "info", "warning", "error", "off"};
+
 std::mutex g_log_mutex;
-std::shared_ptr<spdlog::logger> g_logger;  // guarded by g_log_mutex
+// All guarded by g_log_mutex.
 std::string g_host;
 std::string g_rank = "?";
+config::LogLevel g_level = config::LogLevel::kWarn;
+// DETNCCL_LOG_FILE's descriptor, or -1 for standard error. Never closed: the shim may log from exit handlers, after
+// static destructors, and a closed number can be reused by a file of the job.
+int g_file_fd = -1;
 
-std::string host_name() {
+void ensure_host() {
+  if (!g_host.empty()) return;
   char buffer[256] = {};
-  if (gethostname(buffer, sizeof buffer - 1) != 0) return "unknown-host";
-  return buffer;
+  g_host = gethostname(buffer, sizeof buffer - 1) == 0 ? buffer : "unknown-host";
 }
 
-void apply_pattern() {
-  // Every line carries host, pid and rank, like NCCL's own "host:pid:tid [rank]" prefix.
-  g_logger->set_pattern("[detnccl " + g_host + ":%P rank " + g_rank + "] %l: %v");
-}
-
-spdlog::logger& logger() {
-  if (!g_logger) {
-    g_host = host_name();
-    g_logger = std::make_shared<spdlog::logger>("detnccl", std::make_shared<spdlog::sinks::stderr_sink_mt>());
-    g_logger->set_level(spdlog::level::warn);
-    apply_pattern();
+// Writes all of `line`, retrying short writes and interruptions; gives up silently on an error.
+void write_all(int fd, std::string_view line) noexcept {
+  while (!line.empty()) {
+    const ssize_t written = ::write(fd, line.data(), line.size());
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) return;
+    line.remove_prefix(static_cast<std::size_t>(written));
   }
-  return *g_logger;
 }
 
-void write(spdlog::level::level_enum level, std::string_view message) noexcept {
+void write(config::LogLevel level, std::string_view message) noexcept {
   try {
     const std::lock_guard<std::mutex> lock(g_log_mutex);
-    logger().log(level, "{}", message);
-    logger().flush();
+    if (level < g_level || level == config::LogLevel::kOff) return;
+    ensure_host();
+    // Every line carries host, pid and rank, like NCCL's own "host:pid:tid [rank]" prefix.
+    std::string line = "[detnccl ";
+    line.append(g_host).append(":").append(std::to_string(::getpid())).append(" rank ").append(g_rank);
+    line.append("] ").append(kLevelNames[static_cast<int>(level)]).append(": ").append(message).append("\n");
+    write_all(g_file_fd >= 0 ? g_file_fd : STDERR_FILENO, line);
   } catch (...) {
     // Logging must never break the job.
   }
-}
-
-// Points the logger at DETNCCL_LOG_FILE. Caller holds g_log_mutex. Throws, leaving the logger as it was, when the
-// file cannot be opened.
-void open_log_file(const std::string& path) {
-  // Created here, 0600 like the logs, and only in an existing directory: spdlog would create missing parent
-  // directories (0755) and the file with the umask's mode.
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (fd < 0) throw std::runtime_error(std::strerror(errno));
-  ::close(fd);
-  auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false);
-  auto file_logger = std::make_shared<spdlog::logger>("detnccl", sink);
-  g_logger = std::move(file_logger);
-  apply_pattern();
 }
 
 }  // namespace
@@ -74,22 +63,19 @@ void configure_log(const config::Config& config) noexcept {
   std::string file_problem;
   try {
     const std::lock_guard<std::mutex> lock(g_log_mutex);
-    logger();
     if (!config.log_file.empty()) {
-      try {
-        open_log_file(config.log_file);
-      } catch (const std::exception& error) {
-        file_problem = error.what();
-      } catch (...) {
-        file_problem = "unknown error";
+      // Appended to, created 0600 like the logs, and only in an existing directory.
+      const int fd = ::open(config.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+      if (fd >= 0) {
+        if (g_file_fd >= 0) ::close(g_file_fd);
+        g_file_fd = fd;
+      } else {
+        file_problem = std::strerror(errno);
       }
     }
     // RATIONALE: the level applies to whichever destination the messages end up in: a log file that cannot be
     // opened must not also turn DETNCCL_LOG_LEVEL into the default (silencing info, or un-silencing "off").
-    static constexpr spdlog::level::level_enum kLevels[] = {spdlog::level::trace, spdlog::level::debug,
-                                                            spdlog::level::info,  spdlog::level::warn,
-                                                            spdlog::level::err,   spdlog::level::off};
-    g_logger->set_level(kLevels[static_cast<int>(config.log_level)]);
+    g_level = config.log_level;
   } catch (...) {
   }
   try {
@@ -109,15 +95,13 @@ void configure_log(const config::Config& config) noexcept {
 void set_log_rank(std::uint32_t rank) noexcept {
   try {
     const std::lock_guard<std::mutex> lock(g_log_mutex);
-    logger();
     g_rank = std::to_string(rank);
-    apply_pattern();
   } catch (...) {
   }
 }
 
-void log_info(std::string_view message) noexcept { write(spdlog::level::info, message); }
-void log_warning(std::string_view message) noexcept { write(spdlog::level::warn, message); }
+void log_info(std::string_view message) noexcept { write(config::LogLevel::kInfo, message); }
+void log_warning(std::string_view message) noexcept { write(config::LogLevel::kWarn, message); }
 
 void log_warning_once(std::atomic<bool>& once, std::string_view message) noexcept {
   if (!once.exchange(true, std::memory_order_relaxed)) log_warning(message);

@@ -1,4 +1,4 @@
-// detnccl shim: its own messages (spdlog), one line each, tagged like NCCL's: "[detnccl host:pid rank R] ...".
+// detnccl shim: its own messages, one line each, tagged like NCCL's: "[detnccl host:pid rank R] ...".
 #ifndef DETNCCL_INTERPOSE_SHIM_LOG_H
 #define DETNCCL_INTERPOSE_SHIM_LOG_H
 

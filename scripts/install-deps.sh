@@ -6,7 +6,6 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libxxhash-dev xxhash
-  libspdlog-dev libfmt-dev
   libboost-dev
   libgtest-dev libgmock-dev
   libbenchmark-dev

@@ -738,7 +738,7 @@ TEST(ShimConfiguration, AnUnusableDirectoryWarnsOnceAndTheJobGoesOn) {
 
 TEST(ShimConfiguration, TheLogFileIsPrivateAndNoDirectoryIsCreatedForIt) {
   TempDir dir;
-  // A missing directory is not created (spdlog would, 0755): one warning, messages go to stderr, the job goes on.
+  // A missing directory is not created (it would be 0755): one warning, messages go to stderr, the job goes on.
   const std::string missing = dir.path() + "/no/such";
   const CommandResult refused =
       run_traced_job(2, "DETNCCL_DETERMINISTIC=1 DETNCCL_LOG_FILE=" + missing + "/detnccl.log");
