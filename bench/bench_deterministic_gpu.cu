@@ -6,12 +6,19 @@
 //
 //   bench_deterministic_gpu            run on the GPU
 //   bench_deterministic_gpu --dry-run  CPU side only (no GPU needed): builds every case and runs the CPU backend
+//   bench_deterministic_gpu --lazy-load  issue #21 item 2, run under CUDA_MODULE_LOADING=LAZY in a process of its
+//                                        own: the reduction kernels are loaded at "communicator creation"
+//                                        (preload_device_kernels), a kernel then spins on a host flag, and the
+//                                        first reduction kernel launch must return while it spins
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collectives/backend.h"
@@ -222,9 +229,71 @@ void measure_throughput(ncclDataType_t type, bool float_accumulator, std::size_t
   cudaFree(out);
 }
 
+// Spins until the host sets *flag (mapped pinned memory): a kernel in flight that waits for the host, as NCCL's
+// kernels wait for peers.
+__global__ void spin_until_set(const volatile int* flag) {
+  while (*flag == 0) {
+    __nanosleep(1000);
+  }
+}
+
+// --lazy-load (see the header). Prints one line "lazy-load: ..." and returns 0 when the launch returned in time.
+int run_lazy_load() {
+  constexpr std::size_t kElements = 1 << 20;
+  constexpr auto kPatience = std::chrono::seconds(10);
+  if (!cuda_ok(cudaSetDevice(0), "cudaSetDevice") || !cuda_ok(cudaFree(nullptr), "context of GPU 0")) return 1;
+  std::string error;
+  const bool preloaded = dc::preload_device_kernels(0, &error);
+  int* flag = nullptr;
+  int* device_flag = nullptr;
+  void *src = nullptr, *dst = nullptr;
+  cudaStream_t spinning = nullptr, reducing = nullptr;
+  if (!cuda_ok(cudaHostAlloc(reinterpret_cast<void**>(&flag), sizeof(int), cudaHostAllocMapped), "cudaHostAlloc") ||
+      !cuda_ok(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_flag), flag, 0), "flag pointer") ||
+      !cuda_ok(cudaMalloc(&src, kElements * sizeof(float)), "cudaMalloc") ||
+      !cuda_ok(cudaMalloc(&dst, kElements * sizeof(float)), "cudaMalloc") ||
+      !cuda_ok(cudaStreamCreateWithFlags(&spinning, cudaStreamNonBlocking), "cudaStreamCreate") ||
+      !cuda_ok(cudaStreamCreateWithFlags(&reducing, cudaStreamNonBlocking), "cudaStreamCreate")) {
+    return 1;
+  }
+  *flag = 0;
+  spin_until_set<<<1, 1, 0, spinning>>>(device_flag);
+  if (!cuda_ok(cudaGetLastError(), "launch of the spinning kernel")) return 1;
+  std::atomic<bool> returned{false};
+  ncclResult_t launched = ncclInternalError;
+  double seconds = 0;
+  const auto started = std::chrono::steady_clock::now();
+  std::thread caller([&] {
+    dc::ElementSpec spec;
+    spec.datatype = ncclFloat32;
+    std::string why;
+    auto backend = dc::make_device_backend(spec, reducing, 0, &why);
+    if (backend != nullptr) launched = backend->load(dst, src, kElements);
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    returned = true;
+  });
+  while (!returned && std::chrono::steady_clock::now() - started < kPatience) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const bool in_time = returned.load();
+  __atomic_store_n(flag, 1, __ATOMIC_RELEASE);  // the spinning kernel ends (and a blocked launch with it)
+  caller.join();
+  const bool synchronized = cuda_ok(cudaDeviceSynchronize(), "synchronize");
+  std::printf("lazy-load: kernels preloaded %s; first reduction launch %s after %.3f s (%s)\n",
+              preloaded ? "yes" : ("NO: " + error).c_str(), in_time ? "returned while a kernel spun" : "BLOCKED",
+              seconds, launched == ncclSuccess ? "launched" : "launch failed");
+  cudaStreamDestroy(spinning);
+  cudaStreamDestroy(reducing);
+  cudaFree(src);
+  cudaFree(dst);
+  cudaFreeHost(flag);
+  return preloaded && in_time && launched == ncclSuccess && synchronized ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--lazy-load") == 0) return run_lazy_load();
   const bool dry_run = argc > 1 && std::strcmp(argv[1], "--dry-run") == 0;
   std::printf("deterministic reduce kernels: CUDA backend vs CPU backend, bitwise%s\n",
               dry_run ? " (dry run: CPU side only)" : "");

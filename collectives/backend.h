@@ -48,6 +48,13 @@ std::unique_ptr<Backend> make_host_backend(const ElementSpec& spec);
 std::unique_ptr<Backend> make_device_backend(const ElementSpec& spec, cudaStream_t stream, int default_stream_device,
                                              std::string* error);
 
+/* Loads every kernel the CUDA backend launches into `device`'s primary context, once per device (later calls return
+ * at once), leaving the thread's current context as it was. RATIONALE: with lazy loading (the default since CUDA 12.2)
+ * the first launch would load them, which may wait for the device's queued work — NCCL kernels that wait for this
+ * rank's peers (cuda/kernel_preload.h). Call it when a communicator of `device` is created, outside any capture;
+ * make_device_backend does it too, as a fallback. Returns false with *error set on failure or without CUDA. */
+bool preload_device_kernels(int device, std::string* error);
+
 /* Device memory for scratch, and whether `stream` is being captured into a CUDA graph (allocation is not allowed
  * then). Each returns false with *error set on failure or without CUDA. */
 bool device_allocate(std::size_t bytes, void** pointer, std::string* error);

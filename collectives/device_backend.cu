@@ -7,8 +7,10 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "collectives/backend.h"
+#include "cuda/kernel_preload.h"
 #include "cuda/scopes.h"
 
 namespace detnccl::collectives {
@@ -111,8 +113,13 @@ class DeviceBackend final : public Backend {
         device_scalar_(static_cast<const T*>(spec.device_scalar)),
         stream_(stream) {
     device_.enter_device_of(stream, default_stream_device);
+    // Normally done when the communicator was created (preload_device_kernels); a device seen first here is loaded
+    // now rather than at the first launch.
+    int device = -1;
+    if (detnccl::cuda::stream_device(stream, default_stream_device, &device) == cudaSuccess) {
+      preload_device_kernels(device, nullptr);
+    }
     (void)cudaGetLastError();  // a failed query above must not be taken for a launch failure
-    load_kernels_once();
   }
   DeviceBackend(const DeviceBackend&) = delete;
   DeviceBackend& operator=(const DeviceBackend&) = delete;
@@ -179,25 +186,6 @@ class DeviceBackend final : public Backend {
   // which they survive) must not be taken for this launch's. A sticky error still shows at the next call.
   static void clear_stale_error() noexcept { (void)cudaGetLastError(); }
 
-  // Loads the kernels' module now, once per type pair: with lazy loading (the default since CUDA 12.2) the first
-  // launch would load it, which may wait for the device's queued work — NCCL kernels that wait for this rank's peers.
-  static void load_kernels_once() noexcept {
-    static const bool loaded = [] {
-      cudaFuncAttributes attributes{};
-      for (const void* kernel : {reinterpret_cast<const void*>(load_kernel<T, Acc, true>),
-                                 reinterpret_cast<const void*>(load_kernel<T, Acc, false>),
-                                 reinterpret_cast<const void*>(fold_kernel<T, Acc, true>),
-                                 reinterpret_cast<const void*>(fold_kernel<T, Acc, false>),
-                                 reinterpret_cast<const void*>(finish_kernel<T, Acc, true>),
-                                 reinterpret_cast<const void*>(finish_kernel<T, Acc, false>)}) {
-        cudaFuncGetAttributes(&attributes, kernel);
-      }
-      (void)cudaGetLastError();
-      return true;
-    }();
-    (void)loaded;
-  }
-
   ncclResult_t launched(const char* kernel) {
     const cudaError_t status = cudaGetLastError();
     if (status == cudaSuccess) return ncclSuccess;
@@ -212,7 +200,63 @@ class DeviceBackend final : public Backend {
   DeviceScope device_;
 };
 
+// Every kernel of one type pair.
+template <typename T, typename Acc>
+void append_kernels(std::vector<const void*>& kernels) {
+  for (const void* kernel : {reinterpret_cast<const void*>(load_kernel<T, Acc, true>),
+                             reinterpret_cast<const void*>(load_kernel<T, Acc, false>),
+                             reinterpret_cast<const void*>(fold_kernel<T, Acc, true>),
+                             reinterpret_cast<const void*>(fold_kernel<T, Acc, false>),
+                             reinterpret_cast<const void*>(finish_kernel<T, Acc, true>),
+                             reinterpret_cast<const void*>(finish_kernel<T, Acc, false>)}) {
+    kernels.push_back(kernel);
+  }
+}
+
+// Every kernel a DeviceBackend may launch: each datatype, and the narrow floats also with float accumulators.
+const std::vector<const void*>& all_kernels() {
+  static const auto* const kernels = [] {
+    auto* list = new std::vector<const void*>;  // never destroyed: used until the process ends
+    for (int type = 0; type < static_cast<int>(ncclNumTypes); ++type) {
+      arith::visit_dtype(static_cast<ncclDataType_t>(type), [&](auto tag) {
+        using T = decltype(tag);
+        append_kernels<T, T>(*list);
+        if constexpr (kIsNarrowFloat<T>) append_kernels<T, float>(*list);
+      });
+    }
+    return list;
+  }();
+  return *kernels;
+}
+
+// The function of a kernel in the current context, loaded there (cudaFuncGetAttributes forces a lazy load too).
+int resolve_kernel(void** function, const void* kernel) {
+  cudaFunction_t found = nullptr;
+  cudaError_t status = cudaGetFuncBySymbol(&found, kernel);
+  cudaFuncAttributes attributes{};
+  if (status == cudaSuccess) status = cudaFuncGetAttributes(&attributes, kernel);
+  *function = found;
+  return static_cast<int>(status);
+}
+
+detnccl::cuda::KernelPreloads& preloads() {
+  static auto* const instance = new detnccl::cuda::KernelPreloads;  // never destroyed: used until the process ends
+  return *instance;
+}
+
 }  // namespace
+
+bool preload_device_kernels(int device, std::string* error) {
+  const RelaxedCaptureMode relaxed;
+  const int status = preloads().preload(device, all_kernels(), resolve_kernel);
+  (void)cudaGetLastError();  // a failure here must not be taken for a later launch's
+  if (status == 0) return true;
+  if (error != nullptr) {
+    *error = "loading the reduction kernels on device " + std::to_string(device) +
+             " failed: " + cudaGetErrorString(static_cast<cudaError_t>(status));
+  }
+  return false;
+}
 
 std::unique_ptr<Backend> make_device_backend(const ElementSpec& spec, cudaStream_t stream, int default_stream_device,
                                              std::string* error) {

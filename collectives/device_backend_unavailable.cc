@@ -11,6 +11,11 @@ std::unique_ptr<Backend> make_device_backend(const ElementSpec&, cudaStream_t, i
   return nullptr;
 }
 
+bool preload_device_kernels(int, std::string* error) {
+  if (error != nullptr) *error = kNoCuda;
+  return false;
+}
+
 bool device_allocate(std::size_t, void** pointer, std::string* error) {
   *pointer = nullptr;
   if (error != nullptr) *error = kNoCuda;

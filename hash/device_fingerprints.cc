@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "cuda/driver_version.h"
 #include "cuda/scopes.h"
 #include "hash/fingerprint_cuda.h"
 #include "hash/reference_fingerprint.h"
@@ -45,6 +46,11 @@ Availability probe_availability() noexcept {
     // process that does not use CUDA must not get it from the shim. The NOLOAD reference is kept on purpose.
     if (dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD) == nullptr) {
       result.reason = "the CUDA driver (libcuda.so.1) is not loaded in this process";
+      return result;
+    }
+    // RATIONALE: on an older driver every call of our CUDA runtime would fail; the reason names both versions.
+    if (const int version = detnccl::cuda::loaded_driver_version(); detnccl::cuda::driver_too_old(version)) {
+      result.reason = detnccl::cuda::driver_too_old_text(version);
       return result;
     }
     int count = 0;
@@ -370,6 +376,9 @@ std::unique_ptr<DeviceDigestTicket> enqueue_or_throw(const DeviceDigestRequest& 
       return DeviceDigestTicket::failed(describe("making the stream's device current", status));
     }
   }
+  // Normally done when the communicator was created (prepare_device_fingerprints); a device seen first here is
+  // loaded now rather than at the launch.
+  (void)hash::cuda::preload_kernels(device);
 
   // Allocated before any CUDA work, so that enqueued work always has a ticket to release its resources.
   auto in_flight = std::make_unique<DeviceDigestTicket::InFlight>();
@@ -455,6 +464,12 @@ DeviceDigestTicket::State DeviceDigestTicket::poll() noexcept {
 }
 
 bool device_fingerprints_available() noexcept { return availability().available; }
+
+bool prepare_device_fingerprints(int device) noexcept {
+  if (device < 0 || !availability().available) return false;
+  const RelaxedCaptureMode relaxed;
+  return hash::cuda::preload_kernels(device) == cudaSuccess;
+}
 
 std::string_view device_fingerprints_unavailable_reason() noexcept { return availability().reason; }
 

@@ -80,9 +80,15 @@ std::uint64_t scratch_block_bytes(std::uint64_t bytes) noexcept;
 // Enqueueing and collecting (device_fingerprints.cc with CUDA, device_fingerprints_none.cc without).
 
 // Whether device fingerprints can be taken in this process: a CUDA build, the CUDA driver already loaded by the
-// job (it is never loaded by us), and at least one usable device. Evaluated once, at the first call — call it
+// job (it is never loaded by us), a driver recent enough for the CUDA runtime the shim links
+// (cuda/driver_version.h), and at least one usable device. Evaluated once, at the first call — call it
 // once the job uses CUDA (e.g. at the first device buffer); cheap afterwards. Thread-safe.
 bool device_fingerprints_available() noexcept;
+
+// Loads the hash kernels into `device`'s context now (once per device), so that no first launch loads them lazily,
+// which may wait for the device's queued work (cuda/kernel_preload.h). Call it when a communicator of `device` is
+// created, outside any capture. Returns whether they are loaded; false without device fingerprints. Thread-safe.
+bool prepare_device_fingerprints(int device) noexcept;
 
 // Why device_fingerprints_available() is false (empty when it is true), for the tracer's one warning.
 std::string_view device_fingerprints_unavailable_reason() noexcept;

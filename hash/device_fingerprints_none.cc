@@ -32,6 +32,8 @@ DeviceDigestTicket::State DeviceDigestTicket::poll() noexcept { return state_; }
 
 bool device_fingerprints_available() noexcept { return false; }
 
+bool prepare_device_fingerprints(int /*device*/) noexcept { return false; }
+
 std::string_view device_fingerprints_unavailable_reason() noexcept { return kNoCuda; }
 
 std::unique_ptr<DeviceDigestTicket> enqueue_device_digests(const DeviceDigestRequest& /*request*/,

@@ -1,5 +1,6 @@
 #include <cuda_runtime.h>
 
+#include "cuda/kernel_preload.h"
 #include "hash/fingerprint_cuda.h"
 #include "hash/tree_shape.h"
 #include "hash/xxh3_portable.h"
@@ -102,7 +103,29 @@ cudaError_t enqueue_plan(const TreePlan& plan, const void* data, std::uint64_t* 
 
 bool valid_segment_bytes(std::size_t segment_bytes) { return segment_bytes > 0 && segment_bytes % kLeafBytes == 0; }
 
+// The function of a kernel in the current context, loaded there (cudaFuncGetAttributes forces a lazy load too).
+int resolve_kernel(void** function, const void* kernel) {
+  cudaFunction_t found = nullptr;
+  cudaError_t status = cudaGetFuncBySymbol(&found, kernel);
+  cudaFuncAttributes attributes{};
+  if (status == cudaSuccess) status = cudaFuncGetAttributes(&attributes, kernel);
+  *function = found;
+  return static_cast<int>(status);
+}
+
+detnccl::cuda::KernelPreloads& preloads() {
+  static auto* const instance = new detnccl::cuda::KernelPreloads;  // never destroyed: used until the process ends
+  return *instance;
+}
+
 }  // namespace
+
+cudaError_t preload_kernels(int device) {
+  static const void* const kernels[] = {reinterpret_cast<const void*>(hash_pass)};
+  const int status = preloads().preload(device, kernels, resolve_kernel);
+  (void)cudaGetLastError();  // a failure here must not be taken for a later launch's
+  return static_cast<cudaError_t>(status);
+}
 
 std::size_t fingerprint_scratch_bytes(std::size_t bytes) {
   return scratch_digests(plan_tree(bytes, 0)) * sizeof(std::uint64_t);

@@ -24,6 +24,11 @@ std::size_t segment_digests_scratch_bytes(std::size_t bytes, std::size_t segment
 // Number of segment digests enqueue_segment_digests writes: ceil(bytes / segment_bytes).
 std::size_t segment_count(std::size_t bytes, std::size_t segment_bytes);
 
+// Loads the hash kernels into `device`'s primary context unless done before (cuda/kernel_preload.h says why: a lazy
+// load at the first launch may wait for the device's queued work). The thread's current context is left as it was.
+// Returns the first failing CUDA status, or cudaSuccess; a failure is retried at the next call.
+cudaError_t preload_kernels(int device);
+
 // Enqueues on `stream` the fingerprint of `bytes` bytes at device address `data` (any alignment; 8-byte aligned
 // buffers take the fastest loads), written to *out. Returns cudaErrorInvalidValue for a null `out`, a null
 // `data` with bytes > 0, or scratch that is too small or not 8-byte aligned; otherwise the launch status.

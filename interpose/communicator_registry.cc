@@ -14,6 +14,7 @@
 #include "collectives/dtype_arith.h"
 #include "interpose/buffer_location.h"
 #include "interpose/deterministic.h"
+#include "interpose/device_code.h"
 #include "interpose/real_nccl.h"
 #include "interpose/safe_read.h"
 #include "interpose/shim_log.h"
@@ -124,27 +125,31 @@ bool resolve_communicator(Process& process, ncclComm_t comm, bool calling_on_it)
     }
     if (DETNCCL_REAL(ncclCommCuDevice)(comm, &device) != ncclSuccess) device = -1;
   }
-  const std::lock_guard<std::mutex> lock(process.mutex);
-  const auto pending = find_pending(process, comm);
-  if (pending == process.registry.pending_communicators.end()) return false;  // destroyed meanwhile
-  if (!ready) {
-    if (asked && state == ncclInProgress) {
-      pending->resolving = false;
-    } else {
-      erase_pending(process, pending);
+  {
+    const std::lock_guard<std::mutex> lock(process.mutex);
+    const auto pending = find_pending(process, comm);
+    if (pending == process.registry.pending_communicators.end()) return false;  // destroyed meanwhile
+    if (!ready) {
+      if (asked && state == ncclInProgress) {
+        pending->resolving = false;
+      } else {
+        erase_pending(process, pending);
+      }
+      return false;
     }
-    return false;
+    std::unique_ptr<Communicator> created = std::move(pending->communicator);
+    records::CommunicatorRecord record = pending->record;
+    const bool traced = pending->traced;
+    erase_pending(process, pending);
+    created->nranks = static_cast<std::uint32_t>(count);
+    created->rank = static_cast<std::uint32_t>(rank);
+    created->rank_known = sized;
+    created->device = device;
+    record.device = device;
+    register_communicator(process, comm, std::move(created), record, traced);
   }
-  std::unique_ptr<Communicator> created = std::move(pending->communicator);
-  records::CommunicatorRecord record = pending->record;
-  const bool traced = pending->traced;
-  erase_pending(process, pending);
-  created->nranks = static_cast<std::uint32_t>(count);
-  created->rank = static_cast<std::uint32_t>(rank);
-  created->rank_known = sized;
-  created->device = device;
-  record.device = device;
-  register_communicator(process, comm, std::move(created), record, traced);
+  // Before the job's first call on it: the driver check and the kernels of its device (device_code.h).
+  prepare_device_code(device);
   return true;
 }
 

@@ -45,6 +45,9 @@ struct State {
   coll::Options options;
   std::atomic<bool> warned_unsupported{false};
   std::atomic<int> nccl_version{-1};  // the real NCCL's ncclGetVersion, read at the first reduction
+  // With =warn, once the CUDA driver proved too old for the device backend (on_driver_too_old): reductions of device
+  // buffers go to NCCL.
+  std::atomic<bool> device_code_unusable{false};
 };
 
 State* g_state = nullptr;  // set once by configure_deterministic; never freed (like the tracer's Process)
@@ -304,6 +307,9 @@ std::optional<ncclResult_t> run_deterministic(const CallShape& shape, bool in_gr
       return std::nullopt;
     }
     const bool on_device = location == BufferLocation::kDevice;
+    // RATIONALE: the device backend would fail every call (=warn only: with =1 the job stopped at its start, in
+    // on_driver_too_old); the warning was given there, once.
+    if (on_device && g_state->device_code_unusable.load(std::memory_order_acquire)) return std::nullopt;
     if (in_group && comm.clique != 0) {
       // Deferred reductions run one communicator after another at ncclGroupEnd, each a blocking exchange: with two
       // ranks of one communicator in this thread's group, the first would wait forever for the second.
@@ -409,6 +415,22 @@ void note_premulsum(ncclComm_t comm, ncclRedOp_t op, const void* scalar, ncclDat
                      "DETNCCL_DETERMINISTIC=warn: out of memory while noting a PreMulSum operator; reductions with it "
                      "run as NCCL does, NOT deterministic; further such calls are not reported");
   }
+}
+
+void on_driver_too_old(const std::string& why) noexcept {
+  if (!deterministic_enabled()) return;
+  if (g_state->stop_on_unsupported) {
+    std::fprintf(stderr,
+                 "[detnccl] DETNCCL_DETERMINISTIC=1 cannot run its reductions of device buffers: %s. The job stops "
+                 "here, at its first communicator (exit status %d). Install a newer NVIDIA driver, or set "
+                 "DETNCCL_DETERMINISTIC=warn to run reductions of device buffers as NCCL does (not deterministic).\n",
+                 why.c_str(), kExitCannotHonour);
+    std::fflush(nullptr);
+    std::_Exit(kExitCannotHonour);
+  }
+  g_state->device_code_unusable.store(true, std::memory_order_release);
+  log_warning("DETNCCL_DETERMINISTIC=warn: reductions of device buffers run as NCCL does, NOT deterministic: " + why +
+              " (host buffers are still reduced deterministically)");
 }
 
 void discard_deferred_deterministic() noexcept {

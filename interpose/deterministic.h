@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "abi/nccl_abi.h"
 #include "config/config.h"
@@ -34,6 +35,12 @@ ncclResult_t run_deferred_deterministic(bool group_in_progress) noexcept;
 // At the outermost ncclGroupSimulateEnd: NCCL ended the group without running it, so this thread's deferred
 // reductions are dropped unrun too.
 void discard_deferred_deterministic() noexcept;
+
+// At the first communicator created once a CUDA driver is loaded, if that driver cannot run the shim's device code
+// (`why` names the version found and the one needed, cuda/driver_version.h): with DETNCCL_DETERMINISTIC=1 the job
+// stops there (exit status 78) with that message; with =warn one warning, and reductions of device buffers run as
+// NCCL does. Nothing when deterministic mode is off.
+void on_driver_too_old(const std::string& why) noexcept;
 
 // PreMulSum operators, told by the communicator registry (communicator_registry.h) at each event the wrappers report
 // to it. Each communicator's part of deterministic mode (its scratch, these operators) hangs on its registry entry,

@@ -10,8 +10,10 @@ if(DETNCCL_HAVE_CUDA)
 endif()
 gtest_discover_tests(test_device_fingerprints)
 
-# cuda/context_scope.h against the stand-in driver (fake_cuda_driver.cc): the device scope restores the thread's
-# context, none included, and never creates a context on a device it was not asked for (no CUDA needed).
+# cuda/'s driver-side headers against the stand-in driver (fake_cuda_driver.cc), no CUDA needed: the device scope
+# (context_scope.h) restores the thread's context, none included, and never creates a context on a device it was not
+# asked for; kernel preloads (kernel_preload.h) load each kernel once into each device's context; the driver version
+# (driver_version.h) is read from the driver and an older major release than the shim's runtime is refused.
 if(TARGET fake_cuda_driver)
   add_executable(test_device_scope test_device_scope.cc)
   target_include_directories(test_device_scope PRIVATE ${PROJECT_SOURCE_DIR})

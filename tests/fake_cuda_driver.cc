@@ -10,6 +10,9 @@
 //   (cuPointerGetAttribute succeeds there), and fake_cuda_enqueue_fill puts a pending write to such memory on a
 //   stream, standing for a kernel still running: it lands when that stream's work before a copy is done (a copy on
 //   the stream, cuStreamSynchronize), never earlier (tests/test_hostnccl_staging.cc).
+// - cuDriverGetVersion, with the version FAKE_CUDA_DRIVER_VERSION names (default 13000, CUDA 13.0), and cuFuncLoad,
+//   which counts the functions loaded into each device's context: the one current on the calling thread
+//   (fake_cuda_function_loads; tests/test_device_scope.cc).
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -178,6 +181,39 @@ FAKE_CUDA_EXPORT int cuStreamSynchronize(void* stream) {
 FAKE_CUDA_EXPORT int cuGetErrorName(int status, const char** text) {
   *text = status == kSuccess ? "CUDA_SUCCESS" : "FAKE_CUDA_ERROR";
   return kSuccess;
+}
+
+FAKE_CUDA_EXPORT int cuDriverGetVersion(int* version) {
+  if (version == nullptr) return kInvalidValue;
+  const char* text = std::getenv("FAKE_CUDA_DRIVER_VERSION");
+  *version = text != nullptr ? std::atoi(text) : 13000;
+  return kSuccess;
+}
+
+namespace {
+struct FunctionLoad {
+  int device;
+  void* function;
+};
+std::vector<FunctionLoad> g_function_loads;  // guarded by g_mutex
+}  // namespace
+
+FAKE_CUDA_EXPORT int cuFuncLoad(void* function) {
+  if (t_current == nullptr) return kInvalidContext;
+  if (function == nullptr) return kInvalidValue;
+  const std::lock_guard<std::mutex> lock(g_mutex);
+  g_function_loads.push_back({t_current->device, function});
+  return kSuccess;
+}
+
+// How many times cuFuncLoad loaded `function` (any function when null) into `device`'s context.
+FAKE_CUDA_EXPORT int fake_cuda_function_loads(int device, void* function) {
+  const std::lock_guard<std::mutex> lock(g_mutex);
+  int count = 0;
+  for (const FunctionLoad& load : g_function_loads) {
+    if (load.device == device && (function == nullptr || load.function == function)) ++count;
+  }
+  return count;
 }
 
 // Test controls: register `bytes` at `data` as pinned host memory; put a write of `value` over them on `stream`.

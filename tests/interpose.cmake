@@ -61,6 +61,10 @@ if(TARGET hostnccl AND TARGET hostnccl-run)
   target_compile_definitions(test_shim_process PRIVATE
     DETNCCL_SHIM_PATH="$<TARGET_FILE:detnccl>" DETNCCL_SHIM_PROCESS_JOB="$<TARGET_FILE:shim_process_job>"
     DETNCCL_FAKE_CUDA_DRIVER="$<TARGET_FILE:fake_cuda_driver>")
+  # A build with device code needs a driver of its CUDA runtime's major release (cuda/driver_version.h).
+  if(DETNCCL_HAVE_CUDA)
+    target_compile_definitions(test_shim_process PRIVATE DETNCCL_TEST_HAVE_CUDA=1)
+  endif()
   add_dependencies(test_shim_process detnccl shim_process_job fake_cuda_driver)
   gtest_discover_tests(test_shim_process DISCOVERY_TIMEOUT 30
                        PROPERTIES TIMEOUT 300 RESOURCE_LOCK hostnccl_shm FIXTURES_REQUIRED hostnccl_suite)

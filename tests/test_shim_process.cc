@@ -5,6 +5,8 @@
 //   - When the tracer turns tracing off after a failure of its own (here: out of memory while tracing a group), the
 //     log ends with a truncation marker naming it, never with the normal end marker: readers know records are missing.
 //   - When the CUDA driver cannot say where a buffer lives, neither the tracer nor deterministic mode guesses.
+//   - When the CUDA driver is too old for the CUDA runtime the shim links, deterministic mode stops the job at its
+//     start and tracing says once that device fingerprints are off — never an error at each call.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -192,6 +194,60 @@ TEST(ShimBufferLocation, ADriverThatCannotSayWhereABufferLivesIsNeverGuessed) {
     EXPECT_EQ(call.flags & detnccl::records::kCallOutputFingerprint, 0u) << "a fork()ed child: not guessed";
   }
   EXPECT_NE(uninitialised.output.find("cuPointerGetAttribute returned 3"), std::string::npos) << uninitialised.output;
+}
+
+// The CUDA driver is older than the CUDA runtime the shim links (the stand-in says 12.4; a CUDA build links the CUDA
+// 13 runtime): the shim's device code cannot run. DETNCCL_DETERMINISTIC=1 stops the job at its first communicator
+// (exit 78), naming both versions, before any reduction; =warn says so once and NCCL reduces the device buffers; the
+// tracer says once that fingerprints of device buffers are off and records the calls without them. (The stand-in
+// cannot say where buffers live, as in ShimBufferLocation: hostnccl could not run on buffers it called device memory.
+// That a device buffer's reduction then goes to NCCL is a GPU row, bench/gpu.)
+TEST(ShimDriverVersion, ADriverTooOldForTheShimsRuntimeIsRefusedAtStartNotAtEachCall) {
+#ifndef DETNCCL_TEST_HAVE_CUDA
+  GTEST_SKIP() << "a build without CUDA has no device code: it needs no driver";
+#else
+  TempDir scratch("detnccl-process");
+  constexpr int kRanks = 2, kSteps = 2;
+  const std::vector<std::string> job = {"fork-ranks", std::to_string(kRanks), std::to_string(kSteps)};
+  const auto with_old_driver = [&](const std::string& run, std::vector<std::string> environment) {
+    environment.insert(environment.end(), {"LD_PRELOAD=" DETNCCL_FAKE_CUDA_DRIVER ":" DETNCCL_SHIM_PATH,
+                                           "FAKE_CUDA_DRIVER_VERSION=12040", "FAKE_CUDA_POINTER_STATUS=201",
+                                           "DETNCCL_DIR=" + scratch.path(), "DETNCCL_RUN=" + run, "RANK=9"});
+    return process_job(scratch, job, environment);
+  };
+
+  const ProcessOutcome stopped = with_old_driver("stopped", {"DETNCCL_DETERMINISTIC=1"});
+  EXPECT_EQ(stopped.exit_code, 78) << stopped.output;
+  EXPECT_EQ(occurrences(stopped.output, "DETNCCL_DETERMINISTIC=1 cannot run its reductions of device buffers"), 1u)
+      << stopped.output;
+  EXPECT_NE(stopped.output.find("version 12.4, but detnccl's device code needs 13.0 or newer"), std::string::npos)
+      << stopped.output;
+  EXPECT_NE(stopped.output.find("at its first communicator"), std::string::npos) << stopped.output;
+  EXPECT_EQ(stopped.output.find("cannot honour this call"), std::string::npos) << "refused at start, not at a call";
+
+  const ProcessOutcome warned = with_old_driver("warned", {"DETNCCL_DETERMINISTIC=warn"});
+  ASSERT_EQ(warned.exit_code, 0) << warned.output;
+  EXPECT_EQ(occurrences(warned.output, "reductions of device buffers run as NCCL does, NOT deterministic"), 1u)
+      << warned.output;
+  EXPECT_EQ(warned.output.find("unhandled cuda error"), std::string::npos) << warned.output;
+  for (const CallRecord& call : read_log(rank_log(scratch / "warned", 0)).calls) {
+    EXPECT_EQ(call.flags & detnccl::records::kCallDeterministic, 0u) << "NCCL ran it";
+  }
+
+  const ProcessOutcome traced = with_old_driver("traced", {"DETNCCL_TRACE=hash"});
+  ASSERT_EQ(traced.exit_code, 0) << traced.output;
+  EXPECT_EQ(occurrences(traced.output,
+                        "fingerprints of device buffers are off: the CUDA driver of this process is "
+                        "version 12.4"),
+            1u)
+      << traced.output;
+  const Log log = read_log(rank_log(scratch / "traced", 0));
+  EXPECT_TRUE(log.error.empty()) << log.error;
+  EXPECT_EQ(log.calls.size(), static_cast<std::size_t>(kSteps));
+  for (const CallRecord& call : log.calls) {
+    EXPECT_EQ(call.flags & (detnccl::records::kCallInputFingerprint | detnccl::records::kCallOutputFingerprint), 0u);
+  }
+#endif
 }
 
 }  // namespace

@@ -5,6 +5,11 @@
 // say kCaptured and leave the capture intact (it still instantiates and replays), also while other streams are
 // fingerprinted and polled; then the host cost of one enqueue against a cudaMemsetAsync measured in the same run.
 //
+// --lazy-load (issue #21 item 2, run in a process of its own under CUDA_MODULE_LOADING=LAZY): the hash kernels are
+// loaded at "communicator creation" (prepare_device_fingerprints), a kernel then spins on a host flag, and the first
+// fingerprint call must return while it spins. --lazy-load-control does the same without the preload, to show
+// whether this driver's lazy load waits for the spinning kernel (an info row: the reason the preload exists).
+//
 // Self-contained like fingerprint_check.cu: the reference is hash/reference_fingerprint.h over the portable XXH3.
 // --dry-run launches no kernel and makes no CUDA call (no GPU needed): it checks the unavailable path and the
 // plan arithmetic the kernels rely on.
@@ -27,6 +32,7 @@
 #include <vector>
 
 #include "bench/gpu/check_table.h"
+#include "cuda/driver_version.h"
 #include "hash/device_fingerprints.h"
 #include "hash/reference_fingerprint.h"
 #include "hash/tree_shape.h"
@@ -146,6 +152,12 @@ void run_dry() {
   row("dry run: unavailable without a loaded driver; none loaded",
       !loaded_before && !available && !loaded_after && ticket && ticket->poll() == DeviceDigestTicket::kFailed,
       ticket ? std::string(ticket->failure()) : "no ticket");
+
+  // Issue #21 item 3: no driver loaded says nothing (the shim refuses only a driver it has seen to be too old).
+  row("dry run: no driver loaded: version unknown, nothing refused",
+      detnccl::cuda::loaded_driver_version() == -1 && detnccl::cuda::kDriverVersionNeeded > 0 &&
+          !detnccl::cuda::driver_too_old(detnccl::cuda::loaded_driver_version()),
+      "device code needs driver " + detnccl::cuda::driver_version_text(detnccl::cuda::kDriverVersionNeeded));
 
   // The plans of the sweep: the pipelines and digests the GPU run will enqueue.
   std::uint64_t requests = 0;
@@ -473,9 +485,87 @@ void check_default_stream_of_another_device() {
   cuda_check(cudaSetDevice(0), "cudaSetDevice 0");
 }
 
+// Spins until the host sets *flag (mapped pinned memory): a kernel in flight that waits for the host, as NCCL's
+// kernels wait for peers.
+__global__ void spin_until_set(const volatile int* flag) {
+  while (*flag == 0) {
+    __nanosleep(1000);
+  }
+}
+
+// Issue #21 item 2 (see the header). `preload`: as the shim does at communicator creation.
+int run_lazy_load(bool preload) {
+  constexpr std::size_t kBytes = 1 << 20;
+  constexpr auto kPatience = std::chrono::seconds(10);
+  const char* mode = std::getenv("CUDA_MODULE_LOADING");
+  info("CUDA_MODULE_LOADING", mode != nullptr ? mode : "(unset: lazy by default since CUDA 12.2)");
+  cuda_check(cudaSetDevice(0), "cudaSetDevice 0");
+  cuda_check(cudaFree(nullptr), "context of GPU 0");
+  const bool preloaded = preload && detnccl::hash::prepare_device_fingerprints(0);
+  if (preload) row("lazy: kernels loaded at communicator creation", preloaded, "prepare_device_fingerprints(0)");
+
+  std::vector<std::uint8_t> host(kBytes);
+  fill_pseudo_random(host);
+  void* data = nullptr;
+  int* flag = nullptr;
+  int* device_flag = nullptr;
+  cudaStream_t spinning = nullptr, hashing = nullptr;
+  cuda_check(cudaMalloc(&data, kBytes), "cudaMalloc (lazy load)");
+  cuda_check(cudaMemcpy(data, host.data(), kBytes, cudaMemcpyHostToDevice), "copy (lazy load)");
+  cuda_check(cudaHostAlloc(reinterpret_cast<void**>(&flag), sizeof(int), cudaHostAllocMapped), "cudaHostAlloc flag");
+  *flag = 0;
+  cuda_check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_flag), flag, 0), "flag's device pointer");
+  cuda_check(cudaStreamCreateWithFlags(&spinning, cudaStreamNonBlocking), "cudaStreamCreate (spinning)");
+  cuda_check(cudaStreamCreateWithFlags(&hashing, cudaStreamNonBlocking), "cudaStreamCreate (hashing)");
+  spin_until_set<<<1, 1, 0, spinning>>>(device_flag);
+  cuda_check(cudaGetLastError(), "launch of the spinning kernel");
+
+  std::atomic<bool> returned{false};
+  Ticket ticket;
+  const auto started = std::chrono::steady_clock::now();
+  double seconds = 0;
+  std::thread caller([&] {
+    ticket = enqueue_device_digests({data, kBytes, 0, 0, 0}, hashing);
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    returned = true;
+  });
+  while (!returned && std::chrono::steady_clock::now() - started < kPatience) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const bool before_flag = returned.load();
+  __atomic_store_n(flag, 1, __ATOMIC_RELEASE);  // the spinning kernel ends (and a blocked call with it)
+  caller.join();
+  char figure[160];
+  std::snprintf(figure, sizeof figure, "%s after %.3f s", before_flag ? "returned while the kernel spun" : "BLOCKED",
+                seconds);
+  if (preload) {
+    row("lazy: a kernel spinning on a host flag: first fingerprint call returns", before_flag, figure);
+  } else {
+    info("lazy control, no preload: first fingerprint call",
+         std::string(figure) + (before_flag ? " (this driver's lazy load did not wait)" : " (the load waited)"));
+  }
+  cuda_check(cudaDeviceSynchronize(), "synchronize (lazy load)");
+  DeviceDigestTicket::State state = ticket ? ticket->poll() : DeviceDigestTicket::kFailed;
+  const bool equal = state == DeviceDigestTicket::kReady &&
+                     ticket->result().whole == hash::reference::fingerprint(host.data(), kBytes, portable_xxh3);
+  row(preload ? "lazy: ... and its digest = CPU reference" : "lazy control: digest = CPU reference", equal,
+      state_name(state));
+  cudaStreamDestroy(spinning);
+  cudaStreamDestroy(hashing);
+  cudaFreeHost(flag);
+  cudaFree(data);
+  return finish_table();
+}
+
 void run_device() {
   check_no_context_left_by_polling();
   check_default_stream_of_another_device();
+  // Issue #21 item 3: the driver this machine runs can run the shim's device code (read as the shim reads it).
+  const int version = detnccl::cuda::loaded_driver_version();
+  row("driver: cuDriverGetVersion >= the shim's runtime needs",
+      version >= detnccl::cuda::kDriverVersionNeeded && detnccl::cuda::kDriverVersionNeeded > 0,
+      "driver " + (version < 0 ? std::string("not loaded") : detnccl::cuda::driver_version_text(version)) +
+          ", needed " + detnccl::cuda::driver_version_text(detnccl::cuda::kDriverVersionNeeded));
   Device device;
   print_device_row();
   for (cudaStream_t& stream : device.streams) {
@@ -509,18 +599,22 @@ void run_device() {
 
 int main(int argc, char** argv) {
   bool dry_run = false;
+  int lazy_load = 0;  // 1: --lazy-load, 2: --lazy-load-control
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--dry-run") {
       dry_run = true;
+    } else if (arg == "--lazy-load" || arg == "--lazy-load-control") {
+      lazy_load = arg == "--lazy-load" ? 1 : 2;
     } else {
-      std::printf("usage: %s [--dry-run]\n", argv[0]);
+      std::printf("usage: %s [--dry-run | --lazy-load | --lazy-load-control]\n", argv[0]);
       return arg == "--help" ? 0 : 2;
     }
   }
   std::printf("detnccl GPU check of the shim's device fingerprints, definition v%u%s\n", hash::kFingerprintVersion,
               dry_run ? " (dry run: no kernels)" : "");
   print_table_header();
+  if (lazy_load != 0) return run_lazy_load(lazy_load == 1);
   if (dry_run) {
     run_dry();
   } else {
