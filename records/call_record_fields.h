@@ -9,7 +9,7 @@
 //   2. here: one row, at the place of its CSV column.
 //   3. the code that fills it (the tracer's call record, interpose/).
 // A member without its row (or a row without its member, or padding) fails the build (the static_assert below);
-// the v1 log fixture test (tests/fixtures/check-logs-v1.sh) shows the new field's default in every output.
+// the v1 log fixture test (tests/fixtures/check-logs.sh) shows the new field's default in every output.
 #ifndef DETNCCL_RECORDS_CALL_RECORD_FIELDS_H
 #define DETNCCL_RECORDS_CALL_RECORD_FIELDS_H
 
