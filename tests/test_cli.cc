@@ -1413,7 +1413,7 @@ TEST(CliMergeCheck, MetadataDesyncAndConfiguration) {
 }
 
 // Ranks that did not join: rank 3 killed at step 2 (a torn tail: its calls are missing, not unrecorded), in the
-// world run and in a group (ranks 2-3, owned by the part of rank 2).
+// world run and in a group (ranks 2-3, owned by the part of rank 2); rank 0 killed before writing its log's header.
 TEST(CliMergeCheck, RanksThatDidNotJoin) {
   TempDir dir;
   const auto killed = [](std::uint32_t rank, detnccl::records::CallFields& call, auto&, auto&, auto&, auto&) {
@@ -1428,6 +1428,16 @@ TEST(CliMergeCheck, RanksThatDidNotJoin) {
     const json expected = expect_check_merges_equal_one_process(dir, run, kSplits);
     EXPECT_EQ(expected["verdict"], "inconsistent") << run;
     EXPECT_GT(expected["finding_counts"]["not all ranks joined"].get<int>(), 0) << expected.dump(2);
+    // Rank 0 killed before its log's header (a file of zeros): no log names it, the configuration is compared in
+    // the part of rank 1, and rank 1 is the lowest member its logs name of the world (or its group's) communicator.
+    const std::string headerless = "headerless-" + std::to_string(groups);
+    ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), headerless, six_ranks_in(groups)), "");
+    const std::string victim = dir.run(headerless) + "/" + detnccl::records::rank_log_file_name(0);
+    std::ofstream(victim, std::ios::binary | std::ios::trunc).close();
+    fs::resize_file(victim, 1u << 16);
+    const json without = expect_check_merges_equal_one_process(dir, headerless, kSplits);
+    EXPECT_EQ(without["ranks"], 5) << without.dump(2);
+    EXPECT_GT(without["finding_counts"]["not all ranks joined"].get<int>(), 0) << without.dump(2);
   }
 }
 
