@@ -55,8 +55,21 @@ class Checker {
  public:
   explicit Checker(const CheckOptions& options) : options_(options) {}
 
+  // A member of a communicator: rank's log names it (a communicator record or a call).
+  void note_member(std::uint64_t comm_id, std::uint32_t rank) {
+    const auto [it, inserted] = lowest_member_.try_emplace(comm_id, rank);
+    if (!inserted) it->second = std::min(it->second, rank);
+  }
+
+  // Whether the communicator has a member below `first`: a part of ranks from `first` on never owns it.
+  bool has_member_below(std::uint64_t comm_id, std::uint32_t first) const {
+    const auto found = lowest_member_.find(comm_id);
+    return found != lowest_member_.end() && found->second < first;
+  }
+
   void add(std::uint32_t rank, const CallInRun& call) {
     const std::uint64_t comm_id = call.communicator.id;
+    note_member(comm_id, rank);
     const std::uint32_t comm_rank = call.communicator.rank;
     global_of_[{comm_id, comm_rank}] = rank;
     if (is_point_to_point(call.call.op)) {
@@ -87,6 +100,7 @@ class Checker {
     std::set<std::uint64_t> communicators;
     for (const records::CommunicatorRecord& communicator : stream.communicators()) {
       global_of_.try_emplace({communicator.id, communicator.rank}, rank);
+      note_member(communicator.id, rank);
       communicators.insert(communicator.id);
     }
     if (stream.end().kind == records::LogEndKind::kTruncated) {
@@ -190,18 +204,13 @@ class Checker {
     }
   }
 
-  // The tallies of the communicators whose lowest member (the lowest global rank a log names in it) is in `range`,
+  // The tallies of the communicators whose lowest member (the lowest global rank whose log names it) is in `range`,
   // added up. After finish().
   CheckTally owned_by(const RankRange& range) const {
-    std::unordered_map<std::uint64_t, std::uint32_t> lowest;
-    for (const auto& [member, rank] : global_of_) {
-      const auto [it, inserted] = lowest.try_emplace(member.comm_id, rank);
-      if (!inserted) it->second = std::min(it->second, rank);
-    }
     CheckTally owned;
     for (const auto& [comm_id, tally] : tallies_) {
-      const auto found = lowest.find(comm_id);
-      if (found != lowest.end() && range.contains(found->second)) owned.add(tally, options_.findings_kept);
+      const auto found = lowest_member_.find(comm_id);
+      if (found != lowest_member_.end() && range.contains(found->second)) owned.add(tally, options_.findings_kept);
     }
     return owned;
   }
@@ -529,7 +538,8 @@ class Checker {
   std::vector<std::set<std::uint64_t>> truncated_communicators_;  // per truncated log: the communicators it records
   std::unordered_map<CollectiveKey, Group, CallKeyHash> groups_;
   std::unordered_map<PairKey, Member, CallKeyHash> pairs_;
-  GlobalRanks global_of_;  // (communicator id, rank in it) -> global rank
+  GlobalRanks global_of_;                                           // (communicator id, rank in it) -> global rank
+  std::unordered_map<std::uint64_t, std::uint32_t> lowest_member_;  // communicator id -> lowest global rank naming it
 };
 
 }  // namespace
@@ -642,6 +652,7 @@ RankRangeCheck check_rank_range(const RunLogs& run, const CheckOptions& options,
     Checker checker(options);
     std::vector<std::vector<CallInRun>> batches(n);
     std::vector<std::uint64_t> calls(n, 0);
+    std::vector<std::size_t> communicators_noted(n, 0);  // per log: its communicator records noted so far
     std::vector<char> done(n, 0);
     const std::size_t per_round = std::max<std::size_t>(1, options.calls_per_round);
     for (bool any = true; any;) {
@@ -654,8 +665,18 @@ RankRangeCheck check_rank_range(const RunLogs& run, const CheckOptions& options,
         if (batches[i].size() < per_round) done[i] = 1;
       });
       any = false;
+      // RATIONALE: a communicator with a member below the range is another part's: its calls are not matched here
+      // (their checks would be dropped). The logs' communicator records name members before their calls do.
+      for (std::size_t i = 0; i < n && range.first > 0; ++i) {
+        const auto& communicators = streams[i]->communicators();
+        for (; communicators_noted[i] < communicators.size(); ++communicators_noted[i]) {
+          checker.note_member(communicators[communicators_noted[i]].id, readable.logs[i].rank);
+        }
+      }
       for (std::size_t i = 0; i < n; ++i) {
-        for (const CallInRun& call : batches[i]) checker.add(readable.logs[i].rank, call);
+        for (const CallInRun& call : batches[i]) {
+          if (!checker.has_member_below(call.communicator.id, range.first)) checker.add(readable.logs[i].rank, call);
+        }
         calls[i] += batches[i].size();
         if (options.calls_done != nullptr) options.calls_done->fetch_add(batches[i].size());
         any = any || !done[i];
