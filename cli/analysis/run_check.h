@@ -118,9 +118,10 @@ bool check_finding_order(const CheckFinding& x, const CheckFinding& y);
 //
 // Matching needs every member's calls, so each part reads every rank's log, as one process does, and keeps what
 // belongs to its range: the counts, log ends and notes of its ranks, and the checks of the communicators whose lowest
-// member (the lowest global rank whose log names the communicator) is in the range, with their findings. The
-// configuration comparison (against the value most ranks share) belongs to the range of the lowest rank with a log.
-// combine_rank_checks adds the parts up and writes the run-level notes: the one-process answer, field by field.
+// member (the lowest global rank whose log names the communicator) is in the range, with their findings; it skips the
+// calls of a communicator once a log names a member below the range. The configuration comparison (against the value
+// most ranks share) belongs to the range of the lowest rank with a log. combine_rank_checks adds the parts up and
+// writes the run-level notes: the one-process answer, field by field.
 
 // One rank's share: what the run-level notes and counts need of its log.
 struct CheckedRank {
