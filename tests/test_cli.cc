@@ -1346,6 +1346,10 @@ TEST(CliMergeCheck, ConsistentRuns) {
   EXPECT_EQ(groups["calls"], world["calls"]);
   EXPECT_EQ(groups["collectives"], 3 * world["collectives"].get<std::uint64_t>());
   EXPECT_EQ(groups["point_to_point_pairs"], world["point_to_point_pairs"]);
+  // A real job's logs (the shim's records, step index and all) on four ranks.
+  ASSERT_EQ(traced_job(dir, "traced", 4, "--steps 2").exit_code, 0);
+  const json traced = expect_check_merges_equal_one_process(dir, "traced", {{"0-1", "2-3"}, {"1-2", "0-0", "3-9"}});
+  EXPECT_EQ(traced["verdict"], "consistent");
 }
 
 // A corrupted Recv on rank 1 and, in the groups' run, on rank 5 (the part of rank 4 owns its group); then one corrupted
