@@ -1,5 +1,6 @@
 // detnccl check: renders the cross-rank consistency check of one run (cli/analysis/run_check.h) — verdict first,
-// then the findings in step order, then notes.
+// then the findings in step order, then notes. With --partial, writes one rank range's partial result instead
+// (cli/analysis/partial_diff.h), which `detnccl merge` renders.
 #include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -7,8 +8,11 @@
 #include <vector>
 
 #include "cli/analysis/call_matching.h"
+#include "cli/analysis/partial_diff.h"
 #include "cli/analysis/run_check.h"
+#include "cli/check_report.h"
 #include "cli/commands.h"
+#include "cli/rank_range_option.h"
 #include "cli/step_numbering_options.h"
 #include "cli/terminal.h"
 #include "hash/fingerprint.h"
@@ -22,6 +26,27 @@ using nlohmann::json;
 
 constexpr std::size_t kFindingsShown = 20;
 
+// `check --partial`: checks the run and writes the share of the range as a partial result on standard output. Exit
+// status 0 when it was written, 2 when the run is unusable (the part still says so, and merge reports it as one
+// process would).
+int write_partial(const CheckCommandOptions& options, const analysis::RunLogs& run,
+                  const analysis::CheckOptions& check_options, std::atomic<std::size_t>& done) {
+  analysis::PartialCheck part;
+  part.run = options.run;
+  part.infer_steps = check_options.step_numbering.infer;
+  part.step_boundary = options.step_numbering.step_boundary;
+  part.findings_kept = check_options.findings_kept;
+  if (options.ranks) part.range = parse_rank_range(*options.ranks);
+  {
+    const Progress progress("detnccl check", 0, "calls read", done);
+    part.result = analysis::check_rank_range(run, check_options, part.range);
+  }
+  std::cout << analysis::write_partial_check(part) << "\n";
+  if (part.result.error.empty()) return kExitSame;
+  std::cerr << "detnccl check: unusable input: " << part.result.error << "\n";
+  return kExitUnusable;
+}
+
 }  // namespace
 
 int check_command(const CheckCommandOptions& options) {
@@ -31,11 +56,16 @@ int check_command(const CheckCommandOptions& options) {
   check_options.threads = options.threads;
   check_options.calls_done = &done;
   check_options.step_numbering = step_numbering_of(options.step_numbering);
+  if (options.partial) return write_partial(options, run, check_options, done);
   CheckResult result;
   {
     const Progress progress("detnccl check", 0, "calls read", done);
     result = analysis::check_run(run, check_options);
   }
+  return print_check_report(options, result, "check");
+}
+
+int print_check_report(const CheckCommandOptions& options, const CheckResult& result, const char* command) {
   if (options.json) {
     json out = {{"run", options.run}};
     if (!result.error.empty()) {
@@ -75,7 +105,7 @@ int check_command(const CheckCommandOptions& options) {
     std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
   }
   if (!result.error.empty()) {
-    std::cerr << "detnccl check: unusable input: " << result.error << "\n";
+    std::cerr << "detnccl " << command << ": unusable input: " << result.error << "\n";
     return kExitUnusable;
   }
   if (!options.json) {
@@ -141,8 +171,24 @@ CommandRun add_check_arguments(CLI::App& app) {
   auto options = std::make_shared<CheckCommandOptions>();
   app.add_option("RUN", options->run, "Run directory")->required();
   add_step_numbering_options(app, options->step_numbering);
+  app.add_option("--ranks", options->ranks,
+                 "With --partial: keep the share of ranks A to B (both included) of the run, A-B or one rank A: their "
+                 "logs' counts and the communicators whose lowest member they hold; `detnccl merge` combines the "
+                 "parts of every range");
+  app.add_flag("--partial", options->partial,
+               "Write this process's partial result (JSON, on standard output) for `detnccl merge` instead of a "
+               "report: split a large check across processes or machines");
   add_report_options(app, *options, "List every finding");
-  return [options] { return check_command(*options); };
+  return [options] {
+    if (options->ranks && !options->partial) {
+      throw BadArguments("--ranks checks part of the run: it needs --partial (then merge the parts)");
+    }
+    if (options->partial && options->json) {
+      throw BadArguments("--partial writes a partial result (JSON already); --json is merge's option");
+    }
+    if (options->ranks) parse_rank_range(*options->ranks);  // bad arguments before anything is read
+    return check_command(*options);
+  };
 }
 
 }  // namespace detnccl::cli

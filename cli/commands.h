@@ -27,7 +27,7 @@ inline constexpr int kExitUnusable = 2;  // unusable input or bad arguments (the
 #define DETNCCL_CLI_SUBCOMMANDS(X)                                                                                  \
   X(dump, "Print a run's records, one line per record")                                                             \
   X(diff, "Compare two runs call by call; report the first divergence, its kind, and each rank's first difference") \
-  X(merge, "Merge the partial results of one diff split by rank ranges (diff --ranks A-B --partial)")               \
+  X(merge, "Merge the partial results of one diff or check split by rank ranges (--ranks A-B --partial)")           \
   X(check, "Check one run across its ranks: same collectives on every member, consistent contents")                 \
   X(stats, "Calls and bytes per operation, communicator and rank; steps; truncated logs")                           \
   X(run, "Run a command (torchrun, srun, mpirun, hostnccl-run, a script) with the shim preloaded and DETNCCL_* set")
@@ -89,7 +89,7 @@ struct DiffCommandOptions {
 };
 int diff_command(const DiffCommandOptions& options);
 
-// `detnccl merge PART...`: the partial results of one diff merged into the answer of one process.
+// `detnccl merge PART...`: the partial results of one diff or one check merged into the answer of one process.
 struct MergeCommandOptions {
   std::vector<std::string> parts;
   bool json = false;
@@ -101,6 +101,8 @@ int merge_command(const MergeCommandOptions& options);
 struct CheckCommandOptions {
   std::string run;
   StepNumberingArguments step_numbering;  // --infer-steps, --step-boundary (cli/step_numbering_options.h)
+  std::optional<std::string> ranks;       // --ranks A-B (only with --partial): the ranks whose share this process keeps
+  bool partial = false;                   // --partial: write this process's partial result (JSON) for `merge`
   bool json = false;
   bool verbose = false;
   unsigned threads = 0;

@@ -15,6 +15,7 @@
 #include "cli/call_field_output.h"
 #include "cli/commands.h"
 #include "cli/diff_report.h"
+#include "cli/rank_range_option.h"
 #include "cli/step_numbering_options.h"
 #include "cli/terminal.h"
 #include "hash/fingerprint.h"
@@ -378,25 +379,6 @@ void print_rank_table(const DiffCommandOptions& options, const RunDiff& diff, co
   }
   std::cout << "  total: " << matching << " matching, " << differing << " differing, " << unverified << " unverified, "
             << missing << " missing\n";
-}
-
-// "A-B" or "A" (decimal ranks that fit in 32 bits, A <= B) as a range; throws BadArguments otherwise.
-analysis::RankRange parse_rank_range(const std::string& text) {
-  const auto number = [&](std::string_view digits, std::uint32_t& value) {
-    const auto [stop, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-    return !digits.empty() && stop == digits.data() + digits.size() && error == std::errc();
-  };
-  const std::size_t dash = text.find('-');
-  analysis::RankRange range;
-  const std::string_view view(text);
-  const bool parsed = dash == std::string::npos
-                          ? number(view, range.first) && number(view, range.last)
-                          : number(view.substr(0, dash), range.first) && number(view.substr(dash + 1), range.last);
-  if (!parsed || range.first > range.last) {
-    throw BadArguments("--ranks '" + text.substr(0, 80) +
-                       "' is not a rank range: A-B (0 <= A <= B < 2^32, both included) or one rank A");
-  }
-  return range;
 }
 
 // `diff --partial`: compares the ranks of the range and writes the partial result on standard output. Exit status

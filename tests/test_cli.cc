@@ -1272,4 +1272,292 @@ TEST(CliMerge, RefusesOverlapsGapsOtherComparisonsAndDamagedParts) {
   EXPECT_EQ(detnccl("diff " + ab + " --partial --json").exit_code, 2);
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// A check split by rank ranges (check --ranks A-B --partial, then merge) gives the one-process answer.
+
+// Writes the check partial result of ranks `range` of `run` (with `extra` check options) to `file`; returns the exit
+// status.
+int write_check_part(const std::string& run, const std::string& range, const std::string& extra,
+                     const std::string& file) {
+  return detnccl("check " + run + " " + extra + " --partial" + (range.empty() ? "" : " --ranks " + range) + " > " +
+                 file)
+      .exit_code;
+}
+
+// For each split of the ranks, merges the check parts of `run` and expects exactly what one check process prints:
+// the --json document and the text (plain and -v), byte for byte, and the exit status. Returns the one-process JSON
+// document for the scenario's own checks.
+json expect_check_merges_equal_one_process(const TempDir& dir, const std::string& run,
+                                           const std::vector<std::vector<std::string>>& splits,
+                                           const std::string& extra = "") {
+  const std::string path = dir.run(run);
+  const CommandResult one_json = detnccl("check --json " + path + " " + extra);
+  const CommandResult one_text = detnccl("check " + path + " " + extra);
+  const CommandResult one_verbose = detnccl("check -v " + path + " " + extra);
+  const json expected = json::parse(one_json.output, nullptr, false);
+  EXPECT_FALSE(expected.is_discarded()) << one_json.output;
+  for (std::size_t s = 0; s < splits.size(); ++s) {
+    std::string parts;
+    for (std::size_t k = 0; k < splits[s].size(); ++k) {
+      const std::string file = dir.path() + "/check-part-" + run + "-" + std::to_string(s) + "-" + std::to_string(k);
+      const int status = write_check_part(path, splits[s][k], extra, file);
+      EXPECT_TRUE(status == 0 || (status == 2 && expected["verdict"] == "unusable")) << splits[s][k] << ": " << status;
+      parts += " " + file;
+    }
+    const std::string what = run + ", split " + std::to_string(s) + " (" + std::to_string(splits[s].size()) + " parts)";
+    const CommandResult merged_json = detnccl("merge --json" + parts);
+    EXPECT_EQ(merged_json.exit_code, one_json.exit_code) << what;
+    EXPECT_EQ(merged_json.output, one_json.output) << what;
+    const CommandResult merged_text = detnccl("merge" + parts);
+    EXPECT_EQ(merged_text.exit_code, one_text.exit_code) << what;
+    EXPECT_EQ(merged_text.output, one_text.output) << what;
+    // -v lists what the plain text cuts (findings beyond 20, notes beyond 10): merged again only where it shows more.
+    if (one_verbose.output != one_text.output) {
+      const CommandResult merged_verbose = detnccl("merge -v" + parts);
+      EXPECT_EQ(merged_verbose.exit_code, one_verbose.exit_code) << what;
+      EXPECT_EQ(merged_verbose.output, one_verbose.output) << what;
+    }
+  }
+  return expected;
+}
+
+// kSplits without the part of all ranks (ConsistentRuns has it): two and three parts with different boundaries.
+const std::vector<std::vector<std::string>> kCheckSplits = {
+    {"0-2", "3-5"}, {"0-1", "2-3", "4-5"}, {"3-100", "0-0", "1-2"}};
+
+// Six ranks: one communicator over all of them, and three of two ranks each (whose lowest members, 0, 2 and 4, fall
+// in different parts of each split).
+detnccl::test::SyntheticRunSpec six_ranks_in(std::uint32_t groups) {
+  detnccl::test::SyntheticRunSpec spec = six_ranks();
+  spec.groups = groups;
+  return spec;
+}
+
+TEST(CliMergeCheck, ConsistentRuns) {
+  TempDir dir;
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "world", six_ranks_in(1)), "");
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "groups", six_ranks_in(3)), "");
+  const json world = expect_check_merges_equal_one_process(dir, "world", kSplits);
+  EXPECT_EQ(world["verdict"], "consistent");
+  const json groups = expect_check_merges_equal_one_process(dir, "groups", kSplits);
+  EXPECT_EQ(groups["verdict"], "consistent");
+  // Each group's collectives and pairs are counted once, by the part of its lowest member: the same counts as one
+  // communicator over all ranks with a third of the members per collective.
+  EXPECT_EQ(groups["calls"], world["calls"]);
+  EXPECT_EQ(groups["collectives"], 3 * world["collectives"].get<std::uint64_t>());
+  EXPECT_EQ(groups["point_to_point_pairs"], world["point_to_point_pairs"]);
+  // A real job's logs (the shim's records, step index and all) on four ranks.
+  ASSERT_EQ(traced_job(dir, "traced", 4, "--steps 2").exit_code, 0);
+  const json traced = expect_check_merges_equal_one_process(dir, "traced", {{"0-1", "2-3"}, {"1-2", "0-0", "3-9"}});
+  EXPECT_EQ(traced["verdict"], "consistent");
+}
+
+// A corrupted Recv on rank 1 and, in the groups' run, on rank 5 (the part of rank 4 owns its group); then one corrupted
+// Recv on every rank at every step: more findings than are kept (1000), so the kept ones and the note counting the
+// rest must be those of one process.
+TEST(CliMergeCheck, SendRecvCorruption) {
+  using detnccl::records::OpId;
+  TempDir dir;
+  const auto corrupt = [](std::uint32_t rank, detnccl::records::CallFields& call, auto&, auto&, auto&, auto&) {
+    if ((rank == 1 || rank == 5) && call.step == 2 && call.op == OpId::kRecv) call.output_fingerprint ^= 1;
+    return true;
+  };
+  detnccl::test::SyntheticRunSpec world = six_ranks_in(1);
+  world.hook = corrupt;
+  detnccl::test::SyntheticRunSpec groups = six_ranks_in(3);
+  groups.hook = corrupt;
+  detnccl::test::SyntheticRunSpec many = six_ranks_in(2);
+  many.steps = 90;  // 6 ranks x 2 Recvs x 90 steps: 1080 findings
+  many.hook = [](std::uint32_t, detnccl::records::CallFields& call, auto&, auto&, auto&, auto&) {
+    if (call.op == OpId::kRecv) call.output_fingerprint ^= 1;
+    return true;
+  };
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "world", world), "");
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "groups", groups), "");
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "many", many), "");
+  for (const char* run : {"world", "groups"}) {
+    const json expected = expect_check_merges_equal_one_process(dir, run, kCheckSplits);
+    EXPECT_EQ(expected["verdict"], "inconsistent") << run;
+    EXPECT_EQ(expected["finding_counts"]["content mismatch"], 2 * 2) << run;  // two Recvs per step and rank
+  }
+  const json capped = expect_check_merges_equal_one_process(dir, "many", {{"0-2", "3-5"}, {"0-0", "1-4", "5"}});
+  EXPECT_EQ(capped["finding_counts"]["content mismatch"], 6 * 2 * many.steps);
+  EXPECT_EQ(capped["findings"].size(), 1000u);
+}
+
+// A metadata desync naming the odd rank (rank 2's AllGather datatype at step 1; in the groups' run, rank 4's in a
+// group of three), and a configuration that differs on rank 4 (named against the majority) with per-rank log files
+// (notes).
+TEST(CliMergeCheck, MetadataDesyncAndConfiguration) {
+  using detnccl::records::OpId;
+  TempDir dir;
+  const auto desync = [](std::uint32_t rank, detnccl::records::CallFields& call, auto&, auto&, auto&, auto&) {
+    if ((rank == 2 || rank == 4) && call.step == 1 && call.op == OpId::kAllGather) call.datatype = 9;
+    return true;
+  };
+  const auto config = [](std::uint32_t rank) {
+    return "DETNCCL_LOG_FILE=log-" + std::to_string(rank) + "\n" + (rank == 4 ? "DETNCCL_DETERMINISTIC=1\n" : "");
+  };
+  detnccl::test::SyntheticRunSpec world = six_ranks_in(1);
+  world.hook = desync;
+  world.rank_config = config;
+  detnccl::test::SyntheticRunSpec groups = six_ranks_in(2);
+  groups.hook = desync;
+  groups.rank_config = config;
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "world", world), "");
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "groups", groups), "");
+  const json expected = expect_check_merges_equal_one_process(dir, "world", kCheckSplits);
+  EXPECT_EQ(expected["verdict"], "inconsistent");
+  EXPECT_EQ(expected["finding_counts"]["configuration mismatch"], 1) << expected.dump(2);
+  EXPECT_EQ(expected["config_notes"].size(), 1u) << expected.dump(2);
+  bool named = false;
+  for (const json& finding : expected["findings"]) {
+    if (finding["kind"] == "dtype mismatch") {
+      EXPECT_EQ(finding["ranks"], json::array({2, 4})) << finding.dump();
+      named = true;
+    }
+  }
+  EXPECT_TRUE(named) << expected.dump(2);
+  expect_check_merges_equal_one_process(dir, "groups", kCheckSplits);
+  // The same with the steps numbered by the CLI (an option the parts and the one process share).
+  expect_check_merges_equal_one_process(dir, "groups", {{"0-2", "3-5"}}, "--infer-steps");
+}
+
+// Ranks that did not join: rank 3 killed at step 2 (a torn tail: its calls are missing, not unrecorded), in the
+// world run and in a group (ranks 2-3, owned by the part of rank 2); rank 0 killed before writing its log's header.
+TEST(CliMergeCheck, RanksThatDidNotJoin) {
+  TempDir dir;
+  const auto killed = [](std::uint32_t rank, detnccl::records::CallFields& call, auto&, auto&, auto&, auto&) {
+    return !(rank == 3 && call.step >= 2);
+  };
+  for (const std::uint32_t groups : {1u, 3u}) {
+    detnccl::test::SyntheticRunSpec spec = six_ranks_in(groups);
+    spec.close_logs = false;
+    spec.hook = killed;
+    const std::string run = "killed-" + std::to_string(groups);
+    ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), run, spec), "");
+    const json expected = expect_check_merges_equal_one_process(dir, run, kCheckSplits);
+    EXPECT_EQ(expected["verdict"], "inconsistent") << run;
+    EXPECT_GT(expected["finding_counts"]["not all ranks joined"].get<int>(), 0) << expected.dump(2);
+    // Rank 0 killed before its log's header (a file of zeros): no log names it, the configuration is compared in
+    // the part of rank 1, and rank 1 is the lowest member its logs name of the world (or its group's) communicator.
+    const std::string headerless = "headerless-" + std::to_string(groups);
+    ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), headerless, six_ranks_in(groups)), "");
+    const std::string victim = dir.run(headerless) + "/" + detnccl::records::rank_log_file_name(0);
+    std::ofstream(victim, std::ios::binary | std::ios::trunc).close();
+    fs::resize_file(victim, 1u << 16);
+    const json without = expect_check_merges_equal_one_process(dir, headerless, kCheckSplits);
+    EXPECT_EQ(without["ranks"], 5) << without.dump(2);
+    EXPECT_GT(without["finding_counts"]["not all ranks joined"].get<int>(), 0) << without.dump(2);
+  }
+}
+
+// A truncated log (rank 4 from step 2): undecided, its unrecorded calls not checked; and with a desync before it
+// (rank 2 at step 1), inconsistent.
+TEST(CliMergeCheck, ATruncatedLog) {
+  using detnccl::records::OpId;
+  TempDir dir;
+  for (const bool desync : {false, true}) {
+    for (const std::uint32_t groups : {1u, 3u}) {
+      detnccl::test::SyntheticRunSpec spec = six_ranks_in(groups);
+      spec.truncated_ranks = {4};
+      spec.hook = [desync](std::uint32_t rank, detnccl::records::CallFields& call, auto&, auto&, auto&, auto&) {
+        if (desync && rank == 2 && call.step == 1 && call.op == OpId::kAllGather) call.datatype = 9;
+        return !(rank == 4 && call.step >= 2);
+      };
+      const std::string run = std::string(desync ? "desync-" : "truncated-") + std::to_string(groups);
+      ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), run, spec), "");
+      const json expected = expect_check_merges_equal_one_process(dir, run, kCheckSplits);
+      EXPECT_EQ(expected["verdict"], desync ? "inconsistent" : "undecided") << run;
+      EXPECT_EQ(expected["truncated_ranks"], json::array({4})) << run;
+      EXPECT_GT(expected["not_checked"].get<int>(), 0) << run;
+    }
+  }
+}
+
+// Blocks recorded folded (DETNCCL_TRACE=hash): AlltoAlls counted as unchecked, and a gathered block that differs
+// found through the folds (a finding that names no rank).
+TEST(CliMergeCheck, FoldedBlocks) {
+  using detnccl::records::OpId;
+  TempDir dir;
+  for (const std::uint32_t groups : {1u, 3u}) {
+    detnccl::test::SyntheticRunSpec spec = six_ranks_in(groups);
+    spec.fold_blocks = true;
+    spec.hook = [](std::uint32_t rank, detnccl::records::CallFields& call, auto&, auto& output_blocks, auto&, auto&) {
+      if (rank == 5 && call.step == 3 && call.op == OpId::kAllGather) output_blocks[0] ^= 1;
+      return true;
+    };
+    const std::string run = "folded-" + std::to_string(groups);
+    ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), run, spec), "");
+    const json expected = expect_check_merges_equal_one_process(dir, run, kCheckSplits);
+    EXPECT_GT(expected["folded_blocks_unchecked"].get<int>(), 0) << run;
+    EXPECT_EQ(expected["finding_counts"]["content mismatch"], 2) << expected.dump(2);  // two AllGathers a step
+  }
+}
+
+// Parts that do not make up one check are refused with exit status 2, naming the file; so are check and diff parts
+// together.
+TEST(CliMergeCheck, RefusesMixedOverlappingMissingForeignAndDamagedParts) {
+  TempDir dir;
+  for (const char* name : {"a", "b"}) {
+    ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), name, six_ranks_in(3)), "");
+  }
+  const auto part = [&](const std::string& run, const std::string& range, const std::string& name) {
+    const std::string file = dir.path() + "/" + name;
+    EXPECT_EQ(write_check_part(dir.run(run), range, "", file), 0) << name;
+    return file;
+  };
+  const std::string low = part("a", "0-2", "low.json");
+  const std::string high = part("a", "3-5", "high.json");
+  const std::string middle = part("a", "2-3", "middle.json");
+  const std::string top = part("a", "5-5", "top.json");
+  const std::string other = part("b", "3-5", "other.json");
+  const std::string diff_high = dir.path() + "/diff-high.json";
+  ASSERT_EQ(write_part(dir.run("a") + " " + dir.run("b"), "3-5", "", diff_high), 0);
+  ASSERT_EQ(detnccl("merge " + low + " " + high).exit_code, 0);
+  const auto refused = [&](const std::string& parts, const std::vector<std::string>& named) {
+    const CommandResult result = detnccl("merge " + parts, /*with_stderr=*/true);
+    EXPECT_EQ(result.exit_code, 2) << parts << ": " << result.output;
+    for (const std::string& text : named) EXPECT_NE(result.output.find(text), std::string::npos) << result.output;
+    const CommandResult as_json = detnccl("merge --json " + parts);
+    EXPECT_EQ(as_json.exit_code, 2);
+    const json document = json::parse(as_json.output, nullptr, false);
+    ASSERT_FALSE(document.is_discarded()) << as_json.output;
+    EXPECT_EQ(document["verdict"], "unusable");
+  };
+  refused(low + " " + diff_high, {"diff-high.json", "low.json", "a part of diff"});
+  refused(diff_high + " " + low, {"diff-high.json", "low.json", "a part of check"});
+  refused(low + " " + middle + " " + high, {"low.json (0-2)", "middle.json (2-3)", "overlap"});
+  refused(low + " " + low + " " + high, {"low.json", "overlap"});
+  refused(low + " " + top, {"no part holds ranks 3-4"});
+  refused(low + " " + other, {"other.json", "low.json", "different checks"});
+  std::ifstream in(high);
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const auto write = [&](const std::string& name, const std::string& content) {
+    std::ofstream(dir.path() + "/" + name) << content;
+    return dir.path() + "/" + name;
+  };
+  refused(low + " " + write("cut.json", text.substr(0, text.size() / 2)), {"cut.json", "not a JSON document"});
+  json newer = json::parse(text);
+  newer["partial_version"] = 99;
+  refused(low + " " + write("newer.json", newer.dump()), {"newer.json", "format version 99"});
+  json wrong = json::parse(text);
+  wrong["results"][0]["calls"] = -1;
+  refused(low + " " + write("wrong.json", wrong.dump()), {"wrong.json", "results[0].calls"});
+  json counts = json::parse(text);
+  counts["tally"]["collectives"] = "many";
+  refused(low + " " + write("counts.json", counts.dump()), {"counts.json", "tally.collectives"});
+  json holder = json::parse(text);
+  holder["configuration"] = true;
+  refused(low + " " + write("holder.json", holder.dump()), {"holder.json", "configuration"});
+  refused(low + " " + write("empty.json", ""), {"empty.json"});
+  // Arguments: --ranks needs --partial, a range must parse, a part is JSON already.
+  const std::string a = dir.run("a");
+  EXPECT_EQ(detnccl("check " + a + " --ranks 0-2").exit_code, 2);
+  EXPECT_EQ(detnccl("check " + a + " --partial --ranks 3-1").exit_code, 2);
+  EXPECT_EQ(detnccl("check " + a + " --partial --json").exit_code, 2);
+  // A run that cannot be checked: the part says so (exit 2) and merge answers as one check does.
+  expect_check_merges_equal_one_process(dir, "missing", {{"0-2", "3-5"}});
+}
+
 }  // namespace

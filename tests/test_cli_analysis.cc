@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "abi/nccl_abi.h"
 #include "cli/analysis/call_layout.h"
@@ -403,6 +404,79 @@ TEST_F(Analysis, CheckPassesAConsistentRun) {
   EXPECT_EQ(result.collectives, 4u * 8);               // 4 collectives per 6-call pattern: 8 per 12-call step
   EXPECT_EQ(result.point_to_point_pairs, 4u * 2 * 4);  // 2 pairs per step per rank
   EXPECT_GT(result.content_checks, 0u);
+}
+
+// check split by rank range (check_rank_range per part, combine_rank_checks: what `check --partial` and `merge` run)
+// gives check_run's answer, field by field, for every split of six ranks in two parts and some in three, on a world
+// communicator and on three of two ranks, with findings of several kinds, a rank that died and a truncated log, and
+// with few findings kept (the kept ones are the first in report order however the parts found them).
+TEST_F(Analysis, CheckSplitByRankRangeCombinesToTheOneProcessAnswer) {
+  using detnccl::analysis::CheckFinding;
+  using detnccl::analysis::CheckOptions;
+  using detnccl::analysis::CheckResult;
+  using detnccl::analysis::RankRange;
+  using detnccl::analysis::RankRangeCheck;
+  const auto same = [](const CheckResult& x, const CheckResult& y, const std::string& what) {
+    EXPECT_EQ(x.error, y.error) << what;
+    EXPECT_EQ(x.ranks, y.ranks) << what;
+    EXPECT_EQ(x.calls, y.calls) << what;
+    EXPECT_EQ(x.collectives, y.collectives) << what;
+    EXPECT_EQ(x.point_to_point_pairs, y.point_to_point_pairs) << what;
+    EXPECT_EQ(x.content_checks, y.content_checks) << what;
+    EXPECT_EQ(x.content_unchecked, y.content_unchecked) << what;
+    EXPECT_EQ(x.folded_blocks_unchecked, y.folded_blocks_unchecked) << what;
+    EXPECT_EQ(x.finding_counts, y.finding_counts) << what;
+    EXPECT_EQ(x.notes, y.notes) << what;
+    EXPECT_EQ(x.config_notes, y.config_notes) << what;
+    EXPECT_EQ(x.truncated_ranks, y.truncated_ranks) << what;
+    EXPECT_EQ(x.not_checked, y.not_checked) << what;
+    EXPECT_EQ(x.unknown_records, y.unknown_records) << what;
+    EXPECT_EQ(x.digests_only, y.digests_only) << what;
+    ASSERT_EQ(x.findings.size(), y.findings.size()) << what;
+    for (std::size_t i = 0; i < x.findings.size(); ++i) {
+      const CheckFinding& a = x.findings[i];
+      const CheckFinding& b = y.findings[i];
+      EXPECT_TRUE(std::tie(a.kind, a.comm_id, a.index, a.count, a.op, a.step, a.ranks, a.message) ==
+                  std::tie(b.kind, b.comm_id, b.index, b.count, b.op, b.step, b.ranks, b.message))
+          << what << ": finding " << i << ": " << a.message << " vs " << b.message;
+    }
+  };
+  for (const std::uint32_t groups : {1u, 3u}) {
+    SyntheticRunSpec spec;
+    spec.ranks = 6;
+    spec.groups = groups;
+    spec.truncated_ranks = {4};
+    spec.rank_config = [](std::uint32_t rank) { return rank == 5 ? std::string("DETNCCL_ACCUMULATE=fp32\n") : ""; };
+    spec.hook = [](std::uint32_t rank, CallFields& call, Blocks&, Blocks&, Blocks&, Blocks&) {
+      if (rank == 1 && call.op == OpId::kRecv) call.output_fingerprint ^= 1;  // every step
+      if (rank == 3 && call.step == 1 && call.op == OpId::kAllGather) call.count += 1;
+      if (rank == 4 && call.step >= 3) return false;  // truncated
+      return !(rank == 2 && call.step >= 2);          // died (its log is closed: its calls are missing)
+    };
+    const std::string run = "split-" + std::to_string(groups);
+    write(run, spec);
+    const auto logs = detnccl::analysis::list_run(dir_.run(run));
+    for (const std::size_t kept : {std::size_t{1000}, std::size_t{3}}) {
+      CheckOptions options;
+      options.findings_kept = kept;
+      const CheckResult one = detnccl::analysis::check_run(logs, options);
+      ASSERT_EQ(one.error, "");
+      ASSERT_GT(one.finding_counts.size(), 2u);
+      std::vector<std::vector<RankRange>> splits;
+      for (std::uint32_t k = 1; k < 6; ++k) splits.push_back({{0, k - 1}, {k, 99}});
+      splits.push_back({{0, 0}, {1, 3}, {4, 5}});
+      splits.push_back({{0, 2}, {3, 4}, {5, 5}});
+      for (const auto& split : splits) {
+        std::vector<RankRangeCheck> parts;
+        std::string what = run + ", " + std::to_string(kept) + " kept, parts";
+        for (const RankRange& range : split) {
+          parts.push_back(detnccl::analysis::check_rank_range(logs, options, range));
+          what.append(1, ' ').append(std::to_string(range.first)).append(1, '-').append(std::to_string(range.last));
+        }
+        same(detnccl::analysis::combine_rank_checks(std::move(parts), options), one, what);
+      }
+    }
+  }
 }
 
 TEST_F(Analysis, CheckCatchesASendRecvCorruption) {

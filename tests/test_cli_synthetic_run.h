@@ -74,6 +74,10 @@ struct SyntheticRunSpec {
   // their later calls, a job whose tracing stopped early on them.
   std::vector<std::uint32_t> truncated_ranks;
   std::uint64_t communicator_id = kSyntheticCommunicatorId;  // another value: another job's communicator
+  // More than 1: the calls go to `groups` communicators of ranks/groups consecutive ranks each (tensor-parallel
+  // groups), with ids communicator_id + 1 + group, created after the world communicator (which then has no call).
+  // Peers and blocks are then ranks in the group. ranks must be a multiple of groups.
+  std::uint32_t groups = 1;
   // Called for every call before it is written, with the writing rank; returning false drops the call.
   std::function<bool(std::uint32_t rank, records::CallFields& call, std::vector<std::uint64_t>& input_blocks,
                      std::vector<std::uint64_t>& output_blocks, std::vector<std::uint64_t>& input_segments,
@@ -140,9 +144,24 @@ inline std::string write_synthetic_run(const std::string& dir, const std::string
     communicator.rank = rank;
     communicator.origin = records::CommOrigin::kInitRank;
     created.writer->append(communicator);
+    // The calls' communicator: m members, this rank's is `local`, the first member's loop index `base`.
+    const std::uint32_t groups = std::max<std::uint32_t>(spec.groups, 1);
+    const std::uint32_t m = n / groups;
+    const std::uint32_t local = rank % m;
+    const std::uint32_t base = rank - local;
+    if (groups > 1) {
+      communicator.ordinal = 1;
+      communicator.id = spec.communicator_id + 1 + rank / m;
+      communicator.nranks = m;
+      communicator.rank = local;
+      communicator.origin = records::CommOrigin::kSplit;
+      communicator.parent_ordinal = 0;
+      communicator.parent_id = spec.communicator_id;
+      created.writer->append(communicator);
+    }
 
-    const std::uint32_t next = (rank + 1) % n;
-    const std::uint32_t previous = (rank + n - 1) % n;
+    const std::uint32_t next = base + (local + 1) % m;
+    const std::uint32_t previous = base + (local + m - 1) % m;
     std::uint64_t seq = 0;
     std::vector<std::uint64_t> input_blocks, output_blocks, input_segments, output_segments;
     for (std::uint64_t step = spec.first_step; step < spec.steps; ++step) {
@@ -151,7 +170,7 @@ inline std::string write_synthetic_run(const std::string& dir, const std::string
         const std::uint64_t c = step * spec.calls_per_step + i;
         records::CallFields call;
         call.seq = seq;
-        call.comm_ordinal = 0;
+        call.comm_ordinal = groups > 1 ? 1 : 0;
         call.comm_seq = seq;
         call.count = spec.count;
         call.step = step;
@@ -167,28 +186,28 @@ inline std::string write_synthetic_run(const std::string& dir, const std::string
             call.output_fingerprint = synthetic_digest(~0ull, c, 2);
             break;
           case OpId::kSend:
-            call.peer = static_cast<std::int32_t>(next);
+            call.peer = static_cast<std::int32_t>(next - base);
             call.input_fingerprint = mine(rank);
             break;
           case OpId::kRecv:
             // The data of the previous rank's Send, call c - 1 of the job.
-            call.peer = static_cast<std::int32_t>(previous);
+            call.peer = static_cast<std::int32_t>(previous - base);
             call.output_fingerprint = synthetic_digest(previous, c - 1, 1);
             break;
           case OpId::kAllGather:
             call.input_fingerprint = mine(rank);
             call.output_fingerprint = synthetic_digest(~0ull, c, 3);
-            for (std::uint32_t r = 0; r < n; ++r) output_blocks.push_back(mine(r));
+            for (std::uint32_t r = 0; r < m; ++r) output_blocks.push_back(mine(base + r));
             break;
           case OpId::kBroadcast:
             call.peer = 0;
-            call.input_fingerprint = mine(0);
-            call.output_fingerprint = mine(0);
+            call.input_fingerprint = mine(base);
+            call.output_fingerprint = mine(base);
             break;
           case OpId::kAlltoAll:
-            for (std::uint32_t p = 0; p < n; ++p) {
-              input_blocks.push_back(synthetic_digest(rank, c, 100 + p));   // what rank sends to p
-              output_blocks.push_back(synthetic_digest(p, c, 100 + rank));  // what p sent to rank
+            for (std::uint32_t p = 0; p < m; ++p) {
+              input_blocks.push_back(synthetic_digest(rank, c, 100 + p));           // what rank sends to p
+              output_blocks.push_back(synthetic_digest(base + p, c, 100 + local));  // what p sent to rank
             }
             call.input_fingerprint = synthetic_digest(rank, c, 4);
             call.output_fingerprint = synthetic_digest(rank, c, 5);
@@ -196,7 +215,7 @@ inline std::string write_synthetic_run(const std::string& dir, const std::string
           default:
             break;
         }
-        const bool has_input = call.op != OpId::kRecv && (call.op != OpId::kBroadcast || rank == 0);
+        const bool has_input = call.op != OpId::kRecv && (call.op != OpId::kBroadcast || local == 0);
         const bool has_output = call.op != OpId::kSend;
         if (spec.fingerprints) {
           call.flags = static_cast<std::uint16_t>((has_input ? records::kCallInputFingerprint : 0) |

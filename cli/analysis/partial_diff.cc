@@ -1,9 +1,10 @@
-// detnccl analysis: partial results of a split diff, written, read and merged (see partial_diff.h).
+// detnccl analysis: partial results of a split diff or check, written, read and merged (see partial_diff.h).
 #include "cli/analysis/partial_diff.h"
 
 #include <algorithm>
 #include <concepts>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <type_traits>
@@ -220,6 +221,42 @@ void members(V& v, S& r) {
   v("header_error", r.header_error);
 }
 
+template <class V, Is<CheckFinding> S>
+void members(V& v, S& f) {
+  v("kind", f.kind);
+  v("comm_id", f.comm_id);
+  v("index", f.index);
+  v("count", f.count);
+  v("op", f.op);
+  v("step", f.step);
+  v("ranks", f.ranks);
+  v("message", f.message);
+}
+
+template <class V, Is<CheckedRank> S>
+void members(V& v, S& r) {
+  v("rank", r.rank);
+  v("has_header", r.has_header);
+  v("no_header", r.no_header);
+  v("calls", r.calls);
+  v("unknown_records", r.unknown_records);
+  v("step_digests", r.step_digests);
+  v("end", r.end);
+  v("end_message", r.end_message);
+}
+
+template <class V, Is<CheckTally> S>
+void members(V& v, S& t) {
+  v("collectives", t.collectives);
+  v("point_to_point_pairs", t.point_to_point_pairs);
+  v("content_checks", t.content_checks);
+  v("content_unchecked", t.content_unchecked);
+  v("folded_blocks_unchecked", t.folded_blocks_unchecked);
+  v("not_checked", t.not_checked);
+  v("finding_counts", t.finding_counts);
+  v("findings", t.findings);
+}
+
 // Structs written as arrays of their members' values (many per rank: keys would be most of the bytes).
 template <class T>
 constexpr bool kCompact = std::is_same_v<T, records::CallFields> || std::is_same_v<T, records::CommunicatorRecord> ||
@@ -227,6 +264,9 @@ constexpr bool kCompact = std::is_same_v<T, records::CallFields> || std::is_same
 
 // The largest valid value of the enums whose names are looked up by switch (others: any value of their type).
 constexpr std::uint64_t enum_max(DivergenceKind) { return static_cast<std::uint64_t>(DivergenceKind::kMissing); }
+constexpr std::uint64_t enum_max(CheckFindingKind) {
+  return static_cast<std::uint64_t>(CheckFindingKind::kConfigMismatch);
+}
 constexpr std::uint64_t enum_max(DivergenceRole) { return static_cast<std::uint64_t>(DivergenceRole::kUndetermined); }
 constexpr std::uint64_t enum_max(records::LogEndKind) {
   return static_cast<std::uint64_t>(records::LogEndKind::kCorrupt);
@@ -248,6 +288,12 @@ template <class T>
 json encode(const std::optional<T>& value);
 template <class T>
 json encode(const std::vector<T>& values);
+// Finding counts: a list of [kind, count] pairs.
+json encode(const std::map<CheckFindingKind, std::uint64_t>& counts) {
+  json list = json::array();
+  for (const auto& [kind, count] : counts) list.push_back({static_cast<std::uint8_t>(kind), count});
+  return list;
+}
 template <class T>
 requires std::is_class_v<T> json encode(const T& value);
 
@@ -337,6 +383,20 @@ template <class T>
 void decode(const json& j, std::optional<T>& value, const std::string& path);
 template <class T>
 void decode(const json& j, std::vector<T>& values, const std::string& path);
+void decode(const json& j, std::map<CheckFindingKind, std::uint64_t>& counts, const std::string& path) {
+  if (!j.is_array()) bad(path, "expected a list");
+  counts.clear();
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    const std::string at = path + "[" + std::to_string(i) + "]";
+    if (!j[i].is_array() || j[i].size() != 2) bad(at, "expected a list of 2 values");
+    CheckFindingKind kind{};
+    std::uint64_t count = 0;
+    decode(j[i][0], kind, at + "[0]");
+    decode(j[i][1], count, at + "[1]");
+    if (count == 0) bad(at + "[1]", "a count of 0");
+    if (!counts.emplace(kind, count).second) bad(at + "[0]", "a kind listed twice");
+  }
+}
 template <class T>
 requires std::is_class_v<T>
 void decode(const json& j, T& value, const std::string& path);
@@ -430,6 +490,62 @@ std::string ranges_text(const std::vector<std::uint32_t>& ranks) {
   return text;
 }
 
+// Checks the ranks a part holds: `run_ranks` sorted and distinct, `held` (by rank()) the run's ranks in the range, in
+// order. Throws BadPart.
+template <class Rank>
+void check_held_ranks(const std::vector<std::uint32_t>& run_ranks, const RankRange& range,
+                      const std::vector<Rank>& held, std::uint32_t (*rank_of)(const Rank&)) {
+  if (std::adjacent_find(run_ranks.begin(), run_ranks.end(), std::greater_equal<>()) != run_ranks.end()) {
+    bad("run_ranks", "not sorted and distinct");
+  }
+  std::vector<std::uint32_t> expected;
+  for (const std::uint32_t rank : run_ranks) {
+    if (range.contains(rank)) expected.push_back(rank);
+  }
+  if (held.size() != expected.size()) {
+    bad("results", "holds " + std::to_string(held.size()) + " ranks, the range " + range_text(range) +
+                       " of the run's ranks has " + std::to_string(expected.size()));
+  }
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    if (rank_of(held[i]) != expected[i]) {
+      bad("results[" + std::to_string(i) + "].rank", "expected rank " + std::to_string(expected[i]));
+    }
+  }
+}
+
+// The order of the parts by their first rank (`order`), or why they cannot be merged: ranges that overlap.
+std::string order_ranges(const std::vector<RankRange>& ranges, const std::vector<std::string>& names,
+                         std::vector<std::size_t>& order) {
+  order.resize(ranges.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t x, std::size_t y) { return ranges[x].first < ranges[y].first; });
+  for (std::size_t k = 1; k < order.size(); ++k) {
+    const RankRange& previous = ranges[order[k - 1]];
+    const RankRange& next = ranges[order[k]];
+    if (next.first <= previous.last) {
+      return "the rank ranges of " + names[order[k - 1]] + " (" + range_text(previous) + ") and " + names[order[k]] +
+             " (" + range_text(next) + ") overlap";
+    }
+  }
+  return {};
+}
+
+// Why the ranges do not cover the run's ranks (`what`: "runs", "run"), or empty.
+std::string uncovered_ranks(const std::vector<std::uint32_t>& run_ranks, const std::vector<RankRange>& ranges,
+                            const char* what) {
+  std::vector<std::uint32_t> missing;
+  for (const std::uint32_t rank : run_ranks) {
+    if (std::none_of(ranges.begin(), ranges.end(), [&](const RankRange& range) { return range.contains(rank); })) {
+      missing.push_back(rank);
+    }
+  }
+  if (missing.empty()) return {};
+  return "no part holds rank" + std::string(missing.size() > 1 ? "s " : " ") + ranges_text(missing) + " of the " +
+         what + " (" + (std::string(what) == "runs" ? "they have " : "it has ") + std::to_string(run_ranks.size()) +
+         " ranks); merge the parts of every range";
+}
+
 }  // namespace
 
 std::string write_partial_diff(const PartialDiff& part) {
@@ -492,22 +608,10 @@ std::string read_partial_diff(std::string_view text, PartialDiff& part) {
     reader("run_ranks", read.result.run_ranks);
     reader("results", read.result.ranks);
     // What the merge relies on: sorted, distinct ranks; each result one of the run's ranks in the part's range.
-    const std::vector<std::uint32_t>& all = read.result.run_ranks;
-    if (std::adjacent_find(all.begin(), all.end(), std::greater_equal<>()) != all.end()) {
-      bad("run_ranks", "not sorted and distinct");
-    }
-    std::vector<std::uint32_t> expected;
-    for (const std::uint32_t rank : all) {
-      if (read.range.contains(rank)) expected.push_back(rank);
-    }
-    if (read.result.ranks.size() != expected.size()) {
-      bad("results", "holds " + std::to_string(read.result.ranks.size()) + " ranks, the range " +
-                         range_text(read.range) + " of the run's ranks has " + std::to_string(expected.size()));
-    }
-    for (std::size_t i = 0; i < expected.size(); ++i) {
-      const std::string path = "results[" + std::to_string(i) + "]";
-      if (read.result.ranks[i].rank != expected[i]) bad(path + ".rank", "expected rank " + std::to_string(expected[i]));
-      check_rank(read.result.ranks[i], path);
+    check_held_ranks<RankDiff>(read.result.run_ranks, read.range, read.result.ranks,
+                               [](const RankDiff& rank) { return rank.rank; });
+    for (std::size_t i = 0; i < read.result.ranks.size(); ++i) {
+      check_rank(read.result.ranks[i], "results[" + std::to_string(i) + "]");
     }
     if (!read.result.error.empty() && !read.result.ranks.empty()) bad("error", "set, yet ranks were compared");
     part = std::move(read);
@@ -548,18 +652,12 @@ MergedDiff merge_partial_diffs(std::vector<PartialDiff> parts, const std::vector
     }
   }
   // Ranges that do not overlap, in rank order.
-  std::vector<std::size_t> order(parts.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t x, std::size_t y) { return parts[x].range.first < parts[y].range.first; });
-  for (std::size_t k = 1; k < order.size(); ++k) {
-    const PartialDiff& previous = parts[order[k - 1]];
-    const PartialDiff& next = parts[order[k]];
-    if (next.range.first <= previous.range.last) {
-      merged.refused = "the rank ranges of " + names[order[k - 1]] + " (" + range_text(previous.range) + ") and " +
-                       names[order[k]] + " (" + range_text(next.range) + ") overlap";
-      return merged;
-    }
+  std::vector<RankRange> ranges;
+  for (const PartialDiff& part : parts) ranges.push_back(part.range);
+  std::vector<std::size_t> order;
+  if (std::string overlap = order_ranges(ranges, names, order); !overlap.empty()) {
+    merged.refused = std::move(overlap);
+    return merged;
   }
   merged.identity = first;
   merged.identity.result = {};
@@ -573,16 +671,8 @@ MergedDiff merge_partial_diffs(std::vector<PartialDiff> parts, const std::vector
     }
   }
   // Every rank of the runs in some part.
-  std::vector<std::uint32_t> missing;
-  for (const std::uint32_t rank : first.result.run_ranks) {
-    if (std::none_of(parts.begin(), parts.end(), [&](const PartialDiff& part) { return part.range.contains(rank); })) {
-      missing.push_back(rank);
-    }
-  }
-  if (!missing.empty()) {
-    merged.refused = "no part holds rank" + std::string(missing.size() > 1 ? "s " : " ") + ranges_text(missing) +
-                     " of the runs (they have " + std::to_string(first.result.run_ranks.size()) +
-                     " ranks); merge the parts of every range";
+  if (std::string missing = uncovered_ranks(first.result.run_ranks, ranges, "runs"); !missing.empty()) {
+    merged.refused = std::move(missing);
     return merged;
   }
   std::vector<RankDiff> ranks;
@@ -598,6 +688,170 @@ MergedDiff merge_partial_diffs(std::vector<PartialDiff> parts, const std::vector
   options.step_numbering.infer = first.infer_steps;
   merged.diff = combine_rank_diffs(std::move(ranks), first.run_a, first.run_b, options);
   return merged;
+}
+
+std::string write_partial_check(const PartialCheck& part) {
+  json out = {{"partial_version", kPartialCheckVersion},
+              {"command", "check"},
+              {"run", part.run},
+              {"options",
+               {{"infer_steps", part.infer_steps},
+                {"step_boundary", encode(part.step_boundary)},
+                {"findings_kept", part.findings_kept}}},
+              {"ranks", {{"first", part.range.first}, {"last", part.range.last}}},
+              {"error", part.result.error},
+              {"run_ranks", part.result.run_ranks},
+              {"configuration", part.result.configuration},
+              {"config_notes", part.result.config_notes},
+              {"tally", encode(part.result.tally)},
+              {"results", encode(part.result.ranks)}};
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string read_partial_check(std::string_view text, PartialCheck& part) {
+  const json document = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (document.is_discarded()) return "not a partial result: not a JSON document";
+  if (!document.is_object() || !document.contains("partial_version")) {
+    return "not a partial result of detnccl check (no \"partial_version\")";
+  }
+  try {
+    std::string command;
+    Reader reader{document, ""};
+    reader("command", command);
+    if (command != "check") return "a partial result of `detnccl " + command.substr(0, 40) + "`, not of check";
+    std::uint32_t version = 0;
+    decode(document["partial_version"], version, "partial_version");
+    if (version != kPartialCheckVersion) {
+      return "check partial result format version " + std::to_string(version) + ", this detnccl reads version " +
+             std::to_string(kPartialCheckVersion) + " (written by another detnccl?)";
+    }
+    PartialCheck read;
+    reader("run", read.run);
+    const json* options = document.contains("options") ? &document["options"] : nullptr;
+    if (options == nullptr || !options->is_object()) bad("options", "expected an object");
+    Reader option{*options, "options"};
+    option("infer_steps", read.infer_steps);
+    option("step_boundary", read.step_boundary);
+    option("findings_kept", read.findings_kept);
+    const json* range = document.contains("ranks") ? &document["ranks"] : nullptr;
+    if (range == nullptr || !range->is_object()) bad("ranks", "expected an object");
+    Reader ranks{*range, "ranks"};
+    ranks("first", read.range.first);
+    ranks("last", read.range.last);
+    if (read.range.first > read.range.last) bad("ranks", "the first rank is after the last");
+    reader("error", read.result.error);
+    reader("run_ranks", read.result.run_ranks);
+    reader("configuration", read.result.configuration);
+    reader("config_notes", read.result.config_notes);
+    reader("tally", read.result.tally);
+    reader("results", read.result.ranks);
+    // What the merge relies on: the run's ranks in the range, in order; no more findings than kept or counted.
+    check_held_ranks<CheckedRank>(read.result.run_ranks, read.range, read.result.ranks,
+                                  [](const CheckedRank& rank) { return rank.rank; });
+    const CheckTally& tally = read.result.tally;
+    if (tally.findings.size() > read.findings_kept) bad("tally.findings", "more findings than are kept");
+    for (std::size_t i = 0; i < tally.findings.size(); ++i) {
+      const CheckFindingKind kind = tally.findings[i].kind;
+      const auto counted = tally.finding_counts.find(kind);
+      if (counted == tally.finding_counts.end() ||
+          counted->second < static_cast<std::uint64_t>(std::count_if(
+                                tally.findings.begin(), tally.findings.end(),
+                                [kind](const CheckFinding& finding) { return finding.kind == kind; }))) {
+        bad("tally.findings[" + std::to_string(i) + "].kind", "more findings of this kind than counted");
+      }
+    }
+    if (!read.result.configuration && !read.result.config_notes.empty()) {
+      bad("config_notes", "set in a part that does not hold the configuration");
+    }
+    if (!read.result.error.empty() && !read.result.ranks.empty()) bad("error", "set, yet ranks were checked");
+    part = std::move(read);
+  } catch (const BadPart& e) {
+    return std::string("not a valid partial result: ") + e.what();
+  } catch (const json::exception& e) {
+    return std::string("not a valid partial result: ") + e.what();
+  }
+  return {};
+}
+
+MergedCheck merge_partial_checks(std::vector<PartialCheck> parts, const std::vector<std::string>& names) {
+  MergedCheck merged;
+  if (parts.empty() || names.size() != parts.size()) {
+    merged.refused = "no partial results to merge";
+    return merged;
+  }
+  // One check: the same run and options in every part.
+  const PartialCheck& first = parts.front();
+  const auto same_check = [&](const PartialCheck& part) -> std::string {
+    if (part.run != first.run) return "RUN " + part.run + " vs " + first.run;
+    if (part.infer_steps != first.infer_steps || part.step_boundary != first.step_boundary) {
+      return "another step numbering (--infer-steps, --step-boundary)";
+    }
+    if (part.findings_kept != first.findings_kept) return "another number of findings kept";
+    if (part.result.error.empty() && first.result.error.empty() && part.result.run_ranks != first.result.run_ranks) {
+      return "the run directory listed other ranks (did it change between the parts?)";
+    }
+    return {};
+  };
+  for (std::size_t i = 1; i < parts.size(); ++i) {
+    if (const std::string why = same_check(parts[i]); !why.empty()) {
+      merged.refused = names[i] + " and " + names[0] + " are parts of different checks: " + why;
+      return merged;
+    }
+  }
+  std::vector<RankRange> ranges;
+  for (const PartialCheck& part : parts) ranges.push_back(part.range);
+  std::vector<std::size_t> order;
+  if (std::string overlap = order_ranges(ranges, names, order); !overlap.empty()) {
+    merged.refused = std::move(overlap);
+    return merged;
+  }
+  merged.identity = first;
+  merged.identity.result = {};
+  merged.identity.range = {};
+  CheckOptions options;
+  options.findings_kept = first.findings_kept;
+  options.step_numbering.infer = first.infer_steps;
+  // A part that could not check the run at all: every part read every log, so the first (in rank order) says why.
+  for (const std::size_t i : order) {
+    if (!parts[i].result.error.empty()) {
+      merged.check.error = parts[i].result.error;
+      return merged;
+    }
+  }
+  if (std::string missing = uncovered_ranks(first.result.run_ranks, ranges, "run"); !missing.empty()) {
+    merged.refused = std::move(missing);
+    return merged;
+  }
+  // The configuration belongs to the part of the lowest rank with a log, and to no other.
+  std::optional<std::size_t> holder;
+  for (const std::size_t i : order) {
+    const auto& held = parts[i].result.ranks;
+    if (std::any_of(held.begin(), held.end(), [](const CheckedRank& rank) { return rank.has_header; })) {
+      holder = i;
+      break;
+    }
+  }
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i].result.configuration != (holder == i)) {
+      merged.refused = names[i] + (parts[i].result.configuration ? " holds" : " does not hold") +
+                       " the configuration comparison, which belongs to the part of the lowest rank with a log" +
+                       (holder ? " (" + names[*holder] + ")" : std::string());
+      return merged;
+    }
+  }
+  std::vector<RankRangeCheck> ordered;
+  ordered.reserve(parts.size());
+  for (const std::size_t i : order) ordered.push_back(std::move(parts[i].result));
+  merged.check = combine_rank_checks(std::move(ordered), options);
+  return merged;
+}
+
+std::string partial_result_command(std::string_view text) {
+  const json document = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (document.is_discarded() || !document.is_object()) return {};
+  const auto command = document.find("command");
+  if (command == document.end() || !command->is_string()) return {};
+  return command->get<std::string>();
 }
 
 }  // namespace detnccl::analysis

@@ -1,4 +1,5 @@
-// detnccl analysis: a diff split across processes (`detnccl diff --ranks A-B --partial`, `detnccl merge`).
+// detnccl analysis: a diff or a check split across processes (`detnccl diff|check --ranks A-B --partial`, `detnccl
+// merge`): the partial results, written, read and merged.
 //
 // Each process compares the ranks of one range (compare_rank_range) and writes what it found as a partial result:
 // every field of its ranks' RankDiff, before the cross-rank classification, and what identifies the comparison (the
@@ -17,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/analysis/run_check.h"
 #include "cli/analysis/run_diff.h"
 
 namespace detnccl::analysis {
@@ -58,6 +60,49 @@ struct MergedDiff {
 // comparisons (runs, options, or run directories that list other ranks), ranges that overlap, and ranks of the runs
 // that no part covers (named). Never throws except std::bad_alloc.
 MergedDiff merge_partial_diffs(std::vector<PartialDiff> parts, const std::vector<std::string>& names);
+
+// --- check ------------------------------------------------------------------------------------------------------
+//
+// Each part of a check (check_rank_range, run_check.h) holds its ranks' counts and log ends, the checks of the
+// communicators whose lowest member is in its range, and, in the part of the lowest rank with a log, the
+// configuration comparison. Merging adds them up with check's own run-level half (combine_rank_checks).
+
+// The check partial-result format this detnccl writes and reads (`"command": "check"`); another version is refused.
+inline constexpr std::uint32_t kPartialCheckVersion = 1;
+
+// One process's share of a check.
+struct PartialCheck {
+  // What identifies the check: the parts of one check agree on all of it.
+  std::string run;                           // as named on the command line (RunLogs::path)
+  bool infer_steps = false;                  // --infer-steps or --step-boundary
+  std::optional<std::string> step_boundary;  // --step-boundary as typed
+  std::uint64_t findings_kept = 1000;        // CheckOptions::findings_kept
+  // The ranks this part holds, and what it found.
+  RankRange range;
+  RankRangeCheck result;
+};
+
+// The part as a JSON document (one line of text).
+std::string write_partial_check(const PartialCheck& part);
+
+// Reads a part written by write_partial_check; returns what is wrong with the text (empty: `part` is filled).
+std::string read_partial_check(std::string_view text, PartialCheck& part);
+
+// The parts merged.
+struct MergedCheck {
+  std::string refused;    // non-empty: the parts do not make up one check (names the files and why); exit status 2
+  PartialCheck identity;  // the run and options the parts share (range and result empty)
+  CheckResult check;      // the one-process answer
+};
+
+// Merges the parts of one check (names[i] is parts[i]'s file). Refuses parts of different checks, ranges that
+// overlap, ranks of the run that no part covers, and parts that disagree on which holds the configuration. Never
+// throws except std::bad_alloc.
+MergedCheck merge_partial_checks(std::vector<PartialCheck> parts, const std::vector<std::string>& names);
+
+// The command a partial result says it is a part of ("diff", "check"); empty when the text does not say (not JSON,
+// no "command" string): then the reader of either says what is wrong with it.
+std::string partial_result_command(std::string_view text);
 
 }  // namespace detnccl::analysis
 

@@ -5,6 +5,7 @@
 #include <exception>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -52,11 +53,23 @@ std::string where(const Member& first, std::uint64_t index) {
 
 class Checker {
  public:
-  Checker(CheckResult& result, const CheckOptions& options) : result_(result), options_(options) {}
+  explicit Checker(const CheckOptions& options) : options_(options) {}
+
+  // A member of a communicator: rank's log names it (a communicator record or a call).
+  void note_member(std::uint64_t comm_id, std::uint32_t rank) {
+    const auto [it, inserted] = lowest_member_.try_emplace(comm_id, rank);
+    if (!inserted) it->second = std::min(it->second, rank);
+  }
+
+  // Whether the communicator has a member below `first`: a part of ranks from `first` on never owns it.
+  bool has_member_below(std::uint64_t comm_id, std::uint32_t first) const {
+    const auto found = lowest_member_.find(comm_id);
+    return found != lowest_member_.end() && found->second < first;
+  }
 
   void add(std::uint32_t rank, const CallInRun& call) {
-    ++result_.calls;
     const std::uint64_t comm_id = call.communicator.id;
+    note_member(comm_id, rank);
     const std::uint32_t comm_rank = call.communicator.rank;
     global_of_[{comm_id, comm_rank}] = rank;
     if (is_point_to_point(call.call.op)) {
@@ -87,6 +100,7 @@ class Checker {
     std::set<std::uint64_t> communicators;
     for (const records::CommunicatorRecord& communicator : stream.communicators()) {
       global_of_.try_emplace({communicator.id, communicator.rank}, rank);
+      note_member(communicator.id, rank);
       communicators.insert(communicator.id);
     }
     if (stream.end().kind == records::LogEndKind::kTruncated) {
@@ -128,7 +142,7 @@ class Checker {
         truncated = true;
       }
       if (missing.empty() && truncated) {
-        ++result_.not_checked;
+        ++current_->not_checked;
         continue;
       }
       std::sort(missing.begin(), missing.end());
@@ -165,10 +179,11 @@ class Checker {
       i = j;
     }
     for (auto& [key, member] : pairs_) {
+      current_ = &tallies_[key.comm_id];
       const bool send = member.call.call.op == OpId::kSend;
       const auto other = global_of_.find({key.comm_id, send ? key.receiver : key.sender});
       if (other != global_of_.end() ? truncated_.count(other->second) != 0 : truncated_without(key.comm_id) > 0) {
-        ++result_.not_checked;  // its partner was made after the partner's log was truncated
+        ++current_->not_checked;  // its partner was made after the partner's log was truncated
         continue;
       }
       const std::string other_name = other != global_of_.end()
@@ -187,9 +202,17 @@ class Checker {
                         other_name;
       add_finding(std::move(finding));
     }
-    std::sort(result_.findings.begin(), result_.findings.end(), [](const CheckFinding& x, const CheckFinding& y) {
-      return std::tie(x.step, x.comm_id, x.index) < std::tie(y.step, y.comm_id, y.index);
-    });
+  }
+
+  // The tallies of the communicators whose lowest member (the lowest global rank whose log names it) is in `range`,
+  // added up. After finish().
+  CheckTally owned_by(const RankRange& range) const {
+    CheckTally owned;
+    for (const auto& [comm_id, tally] : tallies_) {
+      const auto found = lowest_member_.find(comm_id);
+      if (found != lowest_member_.end() && range.contains(found->second)) owned.add(tally, options_.findings_kept);
+    }
+    return owned;
   }
 
  private:
@@ -199,8 +222,15 @@ class Checker {
   }
 
   void add_finding(CheckFinding finding) {
-    ++result_.finding_counts[finding.kind];
-    if (result_.findings.size() < options_.findings_kept) result_.findings.push_back(std::move(finding));
+    CheckTally& tally = tallies_[finding.comm_id];
+    ++tally.finding_counts[finding.kind];
+    tally.findings.push_back(std::move(finding));
+    // RATIONALE: the findings kept are the first in report order, whatever order they were found in (a split check
+    // finds them in another order); trimming at twice the limit keeps memory bounded at a sort per `kept` findings.
+    if (tally.findings.size() >= 2 * std::max<std::size_t>(options_.findings_kept, 1)) {
+      std::sort(tally.findings.begin(), tally.findings.end(), check_finding_order);
+      tally.findings.resize(options_.findings_kept);
+    }
   }
 
   // Members whose value of a field differs from the most common one; empty when all agree.
@@ -298,13 +328,13 @@ class Checker {
     fingerprints.reserve(group.nranks);
     for (const auto& [r, member] : by_comm_rank) {
       if (r != fingerprints.size() || !(members_input ? member->has_input() : member->has_output())) {
-        ++result_.folded_blocks_unchecked;
+        ++current_->folded_blocks_unchecked;
         return;
       }
       fingerprints.push_back(members_input ? member->call.call.input_fingerprint
                                            : member->call.call.output_fingerprint);
     }
-    ++result_.content_checks;
+    ++current_->content_checks;
     if (records::fold_block_digests(fingerprints) == holder_fold) return;
     content_failure(group, key, {},
                     what +
@@ -313,7 +343,8 @@ class Checker {
   }
 
   void check_group(const Group& group, const CollectiveKey& key) {
-    ++result_.collectives;
+    current_ = &tallies_[key.comm_id];
+    ++current_->collectives;
     if (!check_metadata(group, key)) return;
     const Member& first = lowest(group);
     const OpId op = first.call.call.op;
@@ -327,11 +358,11 @@ class Checker {
         if (member.has_output()) {
           outputs[member.call.call.output_fingerprint].push_back(member.rank);
         } else {
-          ++result_.content_unchecked;
+          ++current_->content_unchecked;
         }
       }
       if (outputs.size() > 1) {
-        ++result_.content_checks;
+        ++current_->content_checks;
         auto majority = outputs.begin();
         for (auto it = outputs.begin(); it != outputs.end(); ++it) {
           if (it->second.size() > majority->second.size()) majority = it;
@@ -346,13 +377,13 @@ class Checker {
                             std::to_string(majority->second.size()) + " other member(s))");
         return;
       } else if (!outputs.empty()) {
-        ++result_.content_checks;
+        ++current_->content_checks;
       }
       const std::uint64_t shared = outputs.empty() ? 0 : outputs.begin()->first;
       if ((op == OpId::kBroadcast || op == OpId::kBcast) && !outputs.empty()) {
         const auto root = by_comm_rank.find(static_cast<std::uint32_t>(first.call.call.peer));
         if (root != by_comm_rank.end() && root->second->has_input()) {
-          ++result_.content_checks;
+          ++current_->content_checks;
           if (root->second->call.call.input_fingerprint != shared) {
             content_failure(group, key, {root->second->rank},
                             "every member's output differs from the root's (rank " +
@@ -376,7 +407,7 @@ class Checker {
           std::vector<std::uint32_t> odd;
           for (const auto& [r, member] : by_comm_rank) {
             if (!member->has_input()) continue;
-            ++result_.content_checks;
+            ++current_->content_checks;
             if (holder->call.call.output_blocks[r] != member->call.call.input_fingerprint) odd.push_back(member->rank);
           }
           if (!odd.empty()) {
@@ -393,7 +424,7 @@ class Checker {
             return records::input_blocks_folded_only(member.call.call) ||
                    records::output_blocks_folded_only(member.call.call);
           })) {
-        ++result_.folded_blocks_unchecked;
+        ++current_->folded_blocks_unchecked;
       }
       std::vector<std::uint32_t> odd;
       std::string example;
@@ -401,7 +432,7 @@ class Checker {
         if (!receiver->has_output() || receiver->call.call.output_blocks.size() != group.nranks) continue;
         for (const auto& [p, sender] : by_comm_rank) {
           if (!sender->has_input() || sender->call.call.input_blocks.size() != group.nranks) continue;
-          ++result_.content_checks;
+          ++current_->content_checks;
           if (receiver->call.call.output_blocks[p] != sender->call.call.input_blocks[r]) {
             odd.push_back(receiver->rank);
             if (example.empty()) {
@@ -435,7 +466,7 @@ class Checker {
       std::vector<std::uint32_t> odd;
       for (const auto& [r, member] : by_comm_rank) {
         if (!(gather ? member->has_input() : member->has_output())) continue;
-        ++result_.content_checks;
+        ++current_->content_checks;
         const std::uint64_t expected =
             gather ? member->call.call.input_fingerprint : member->call.call.output_fingerprint;
         if (blocks[r] != expected) odd.push_back(member->rank);
@@ -450,7 +481,8 @@ class Checker {
   }
 
   void check_pair(const Member& x, const Member& y, const PairKey& key) {
-    ++result_.point_to_point_pairs;
+    current_ = &tallies_[key.comm_id];
+    ++current_->point_to_point_pairs;
     const Member& send = x.call.call.op == OpId::kSend ? x : y;
     const Member& recv = x.call.call.op == OpId::kSend ? y : x;
     const auto describe = [&] {
@@ -476,10 +508,10 @@ class Checker {
       return;
     }
     if (!send.has_input() || !recv.has_output()) {
-      ++result_.content_unchecked;
+      ++current_->content_unchecked;
       return;
     }
-    ++result_.content_checks;
+    ++current_->content_checks;
     if (send.call.call.input_fingerprint != recv.call.call.output_fingerprint) {
       finding.kind = CheckFindingKind::kContentMismatch;
       finding.ranks = {recv.rank};
@@ -499,13 +531,15 @@ class Checker {
                       [comm_id](const std::set<std::uint64_t>& ids) { return ids.count(comm_id) == 0; }));
   }
 
-  CheckResult& result_;
   const CheckOptions& options_;
+  std::unordered_map<std::uint64_t, CheckTally> tallies_;         // per communicator id
+  CheckTally* current_ = nullptr;                                 // the tally of the group or pair being checked
   std::set<std::uint32_t> truncated_;                             // global ranks of truncated logs
   std::vector<std::set<std::uint64_t>> truncated_communicators_;  // per truncated log: the communicators it records
   std::unordered_map<CollectiveKey, Group, CallKeyHash> groups_;
   std::unordered_map<PairKey, Member, CallKeyHash> pairs_;
-  GlobalRanks global_of_;  // (communicator id, rank in it) -> global rank
+  GlobalRanks global_of_;                                           // (communicator id, rank in it) -> global rank
+  std::unordered_map<std::uint64_t, std::uint32_t> lowest_member_;  // communicator id -> lowest global rank naming it
 };
 
 }  // namespace
@@ -534,57 +568,91 @@ std::string_view check_finding_name(CheckFindingKind kind) noexcept {
   return "?";
 }
 
-CheckResult check_run(const RunLogs& run, const CheckOptions& options) {
-  CheckResult result;
+bool check_finding_order(const CheckFinding& x, const CheckFinding& y) {
+  return std::tie(x.step, x.comm_id, x.index, x.kind, x.ranks, x.message, x.count, x.op) <
+         std::tie(y.step, y.comm_id, y.index, y.kind, y.ranks, y.message, y.count, y.op);
+}
+
+void CheckTally::add(CheckTally other, std::size_t findings_kept) {
+  collectives += other.collectives;
+  point_to_point_pairs += other.point_to_point_pairs;
+  content_checks += other.content_checks;
+  content_unchecked += other.content_unchecked;
+  folded_blocks_unchecked += other.folded_blocks_unchecked;
+  not_checked += other.not_checked;
+  for (const auto& [kind, count] : other.finding_counts) finding_counts[kind] += count;
+  if (other.findings.empty() && findings.size() <= findings_kept) return;
+  findings.insert(findings.end(), std::make_move_iterator(other.findings.begin()),
+                  std::make_move_iterator(other.findings.end()));
+  std::sort(findings.begin(), findings.end(), check_finding_order);
+  if (findings.size() > findings_kept) findings.resize(findings_kept);
+}
+
+RankRangeCheck check_rank_range(const RunLogs& run, const CheckOptions& options, const RankRange& range) {
+  RankRangeCheck part;
   try {
     if (!run.error.empty()) {
-      result.error = run.error;
-      return result;
+      part.error = run.error;
+      return part;
     }
     if (std::string refused = refuse_single_file(run, "check"); !refused.empty()) {
-      result.error = std::move(refused);
-      return result;
+      part.error = std::move(refused);
+      return part;
     }
+    for (const RankLogFile& file : run.logs) part.run_ranks.push_back(file.rank);
+    std::sort(part.run_ranks.begin(), part.run_ranks.end());
     // The logs with a header. A file without one (its writer was killed before writing it) holds no records: the
     // rank is checked as one without a log (its calls are missing), with a note naming the file.
     RunLogs readable = run;
     readable.logs.clear();
     std::vector<std::unique_ptr<RankLogStream>> streams;
-    std::vector<std::string> no_header_notes;
+    std::vector<CheckedRank> checked;  // every rank of the run, in run.logs order
+    std::string first_no_header;
     for (const RankLogFile& file : run.logs) {
       std::string error;
       bool no_header = false;
       std::unique_ptr<RankLogStream> stream = RankLogStream::open(file, error, &no_header);
       if (stream) stream->number_steps(options.step_numbering);
       if (!stream && !no_header) {
-        result.error = error;
-        return result;
+        part.error = error;
+        return part;
       }
+      CheckedRank& rank = checked.emplace_back();
+      rank.rank = file.rank;
       if (!stream) {
-        std::string& note = no_header_notes.emplace_back("rank ");
-        note += std::to_string(file.rank);
-        note += ": ";
-        note += error;
-        note += "; checked as a rank without a log";
+        rank.has_header = false;
+        rank.no_header = error;
+        if (first_no_header.empty()) first_no_header = "rank " + std::to_string(file.rank) + ": " + error;
         continue;
       }
       streams.push_back(std::move(stream));
       readable.logs.push_back(file);
     }
     if (streams.empty()) {
-      result.error = run.path + ": no log has a header (" + no_header_notes.front() + "): nothing to check";
-      return result;
+      part.error = run.path + ": no log has a header (" + first_no_header +
+                   "; checked as a rank without a log): nothing to check";
+      return part;
     }
     const std::size_t n = streams.size();
-    result.ranks = static_cast<std::uint32_t>(n);
     // RATIONALE: every rank's log is open at once; each keeps the pages behind its cursor resident until it gives
     // them back, so the budget is shared: 256 MiB over all readers, between 64 KiB and 4 MiB each.
     constexpr std::uint64_t kResidentBudget = 256u << 20;
     const std::uint64_t release = std::clamp<std::uint64_t>(kResidentBudget / n, 64u << 10, 4u << 20);
     for (const auto& stream : streams) stream->set_page_release_bytes(release);
-    check_configurations(streams, readable, result, options.findings_kept);
-    Checker checker(result, options);
+    part.configuration = range.contains(readable.logs.front().rank);
+    if (part.configuration) {
+      CheckResult configuration;
+      check_configurations(streams, readable, configuration, std::numeric_limits<std::size_t>::max());
+      part.config_notes = std::move(configuration.config_notes);
+      part.tally.finding_counts = std::move(configuration.finding_counts);
+      part.tally.findings = std::move(configuration.findings);
+      std::sort(part.tally.findings.begin(), part.tally.findings.end(), check_finding_order);
+      if (part.tally.findings.size() > options.findings_kept) part.tally.findings.resize(options.findings_kept);
+    }
+    Checker checker(options);
     std::vector<std::vector<CallInRun>> batches(n);
+    std::vector<std::uint64_t> calls(n, 0);
+    std::vector<std::size_t> communicators_noted(n, 0);  // per log: its communicator records noted so far
     std::vector<char> done(n, 0);
     const std::size_t per_round = std::max<std::size_t>(1, options.calls_per_round);
     for (bool any = true; any;) {
@@ -597,8 +665,19 @@ CheckResult check_run(const RunLogs& run, const CheckOptions& options) {
         if (batches[i].size() < per_round) done[i] = 1;
       });
       any = false;
+      // RATIONALE: a communicator with a member below the range is another part's: its calls are not matched here
+      // (their checks would be dropped). The logs' communicator records name members before their calls do.
+      for (std::size_t i = 0; i < n && range.first > 0; ++i) {
+        const auto& communicators = streams[i]->communicators();
+        for (; communicators_noted[i] < communicators.size(); ++communicators_noted[i]) {
+          checker.note_member(communicators[communicators_noted[i]].id, readable.logs[i].rank);
+        }
+      }
       for (std::size_t i = 0; i < n; ++i) {
-        for (const CallInRun& call : batches[i]) checker.add(readable.logs[i].rank, call);
+        for (const CallInRun& call : batches[i]) {
+          if (!checker.has_member_below(call.communicator.id, range.first)) checker.add(readable.logs[i].rank, call);
+        }
+        calls[i] += batches[i].size();
         if (options.calls_done != nullptr) options.calls_done->fetch_add(batches[i].size());
         any = any || !done[i];
       }
@@ -606,85 +685,145 @@ CheckResult check_run(const RunLogs& run, const CheckOptions& options) {
     std::vector<RankJobEvidence> jobs(n);
     for (std::size_t i = 0; i < n; ++i) {
       if (log_end_is_unusable(streams[i]->end())) {
-        result.error = streams[i]->path() + ": " + streams[i]->end().message;
-        return result;
+        part.error = streams[i]->path() + ": " + streams[i]->end().message;
+        return part;
       }
       jobs[i] = {readable.logs[i].rank, streams[i]->header().world_size, streams[i]->communicators()};
     }
     if (const JobGroups groups = group_logs_by_job(jobs); groups.mixed()) {
-      result.error = run.path + ": " + describe_job_groups(groups);
-      return result;
+      part.error = run.path + ": " + describe_job_groups(groups);
+      return part;
     }
     for (std::size_t i = 0; i < n; ++i) checker.add_log(readable.logs[i].rank, *streams[i]);
     checker.finish();
-    result.notes.insert(result.notes.begin(), std::make_move_iterator(no_header_notes.begin()),
-                        std::make_move_iterator(no_header_notes.end()));
-    std::vector<std::uint32_t> ranks_with_unknown_records;
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::uint64_t skipped = streams[i]->unknown_records_skipped();
-      result.unknown_records += skipped;
-      if (skipped > 0) ranks_with_unknown_records.push_back(readable.logs[i].rank);
-    }
-    if (result.unknown_records > 0) {
-      // A newer detnccl of the same format version wrote record types this one does not know. Said before the notes
-      // per rank, which can be many (only 10 notes are shown without --verbose).
-      result.notes.push_back(
-          std::to_string(result.unknown_records) + (result.unknown_records == 1 ? " record" : " records") +
-          " of a type this detnccl does not know skipped (rank" +
-          (ranks_with_unknown_records.size() == 1 ? " " : "s ") + rank_list(ranks_with_unknown_records) +
-          "; written by a newer detnccl?): what they hold was not checked");
-    }
-    bool any_digests = false;
-    for (std::size_t i = 0; i < n; ++i) any_digests = any_digests || !streams[i]->step_digests().empty();
-    if (result.calls == 0 && any_digests) {
-      result.digests_only = true;
-      result.notes.push_back(
-          "the logs hold step digests only (DETNCCL_TRACE=steps), no call records: check matches calls across ranks, "
-          "so nothing was checked; compare two runs with detnccl diff, or trace with DETNCCL_TRACE=hash to check");
-    }
-    for (std::size_t i = 0; i < n; ++i) {
-      const records::LogEnd& end = streams[i]->end();
-      if (end.kind != records::LogEndKind::kClosed) {
-        result.notes.push_back("rank " + std::to_string(readable.logs[i].rank) + ": " + end.message);
+    part.tally.add(checker.owned_by(range), options.findings_kept);
+    for (std::size_t i = 0, s = 0; i < checked.size(); ++i) {
+      CheckedRank& rank = checked[i];
+      if (rank.has_header) {
+        const RankLogStream& stream = *streams[s];
+        rank.calls = calls[s];
+        rank.unknown_records = stream.unknown_records_skipped();
+        rank.step_digests = !stream.step_digests().empty();
+        rank.end = stream.end().kind;
+        rank.end_message = stream.end().message;
+        ++s;
       }
-      if (end.kind == records::LogEndKind::kTruncated) result.truncated_ranks.push_back(readable.logs[i].rank);
+      if (range.contains(rank.rank)) part.ranks.push_back(std::move(rank));
     }
-    if (!result.truncated_ranks.empty()) {
-      std::string& note = result.notes.emplace_back("the log");
-      note += result.truncated_ranks.size() > 1 ? "s of ranks " : " of rank ";
-      note += rank_list(result.truncated_ranks);
-      note += result.truncated_ranks.size() > 1 ? " end" : " ends";
-      note +=
-          " with a truncation marker (tracing stopped early, e.g. disk full): their calls after it were made "
-          "but not recorded; ";
-      note += std::to_string(result.not_checked);
-      note += " collectives and send/recv calls that expect them were not checked";
-    }
-    std::uint64_t total = 0;
-    for (const auto& [kind, count] : result.finding_counts) total += count;
-    if (total > result.findings.size()) {
-      result.notes.push_back(std::to_string(total - result.findings.size()) +
-                             " more findings were counted but not kept");
-    }
-    if (result.folded_blocks_unchecked > 0) {
-      result.notes.push_back(
-          std::to_string(result.folded_blocks_unchecked) +
-          (result.folded_blocks_unchecked == 1 ? " collective's" : " collectives'") +
-          " per-peer blocks were recorded folded (DETNCCL_TRACE=hash) and could not be matched across ranks "
-          "(AlltoAll's "
-          "block-by-block relation, or a member without its fingerprint): DETNCCL_TRACE=segments records them peer "
-          "by peer");
-    }
-    if (result.content_unchecked > 0) {
-      result.notes.push_back(std::to_string(result.content_unchecked) +
-                             (result.content_unchecked == 1 ? " call had no" : " calls had no") +
-                             " fingerprint for their content checks (trace level, windows or device buffers): their "
-                             "contents were not checked");
-    }
+    std::sort(part.ranks.begin(), part.ranks.end(),
+              [](const CheckedRank& x, const CheckedRank& y) { return x.rank < y.rank; });
   } catch (const std::exception& e) {
-    result.error = std::string("check failed: ") + e.what();
+    part.error = std::string("check failed: ") + e.what();
+    part.ranks.clear();
+  }
+  return part;
+}
+
+CheckResult combine_rank_checks(std::vector<RankRangeCheck> parts, const CheckOptions& options) {
+  CheckResult result;
+  for (const RankRangeCheck& part : parts) {
+    if (!part.error.empty()) {
+      result.error = part.error;
+      return result;
+    }
+  }
+  std::vector<CheckedRank> ranks;
+  CheckTally tally;
+  for (RankRangeCheck& part : parts) {
+    for (CheckedRank& rank : part.ranks) ranks.push_back(std::move(rank));
+    if (part.configuration) {
+      result.config_notes.insert(result.config_notes.end(), std::make_move_iterator(part.config_notes.begin()),
+                                 std::make_move_iterator(part.config_notes.end()));
+    }
+    tally.add(std::move(part.tally), options.findings_kept);
+  }
+  result.collectives = tally.collectives;
+  result.point_to_point_pairs = tally.point_to_point_pairs;
+  result.content_checks = tally.content_checks;
+  result.content_unchecked = tally.content_unchecked;
+  result.folded_blocks_unchecked = tally.folded_blocks_unchecked;
+  result.not_checked = tally.not_checked;
+  result.finding_counts = std::move(tally.finding_counts);
+  result.findings = std::move(tally.findings);
+  std::vector<std::uint32_t> ranks_with_unknown_records;
+  bool any_digests = false;
+  for (const CheckedRank& rank : ranks) {
+    if (!rank.has_header) {
+      result.notes.push_back("rank " + std::to_string(rank.rank) + ": " + rank.no_header +
+                             "; checked as a rank without a log");
+      continue;
+    }
+    ++result.ranks;
+    result.calls += rank.calls;
+    result.unknown_records += rank.unknown_records;
+    if (rank.unknown_records > 0) ranks_with_unknown_records.push_back(rank.rank);
+    any_digests = any_digests || rank.step_digests;
+  }
+  if (result.unknown_records > 0) {
+    // A newer detnccl of the same format version wrote record types this one does not know. Said before the notes
+    // per rank, which can be many (only 10 notes are shown without --verbose).
+    result.notes.push_back(
+        std::to_string(result.unknown_records) + (result.unknown_records == 1 ? " record" : " records") +
+        " of a type this detnccl does not know skipped (rank" + (ranks_with_unknown_records.size() == 1 ? " " : "s ") +
+        rank_list(ranks_with_unknown_records) + "; written by a newer detnccl?): what they hold was not checked");
+  }
+  if (result.calls == 0 && any_digests) {
+    result.digests_only = true;
+    result.notes.push_back(
+        "the logs hold step digests only (DETNCCL_TRACE=steps), no call records: check matches calls across ranks, "
+        "so nothing was checked; compare two runs with detnccl diff, or trace with DETNCCL_TRACE=hash to check");
+  }
+  for (const CheckedRank& rank : ranks) {
+    if (!rank.has_header) continue;
+    if (rank.end != records::LogEndKind::kClosed) {
+      result.notes.push_back("rank " + std::to_string(rank.rank) + ": " + rank.end_message);
+    }
+    if (rank.end == records::LogEndKind::kTruncated) result.truncated_ranks.push_back(rank.rank);
+  }
+  if (!result.truncated_ranks.empty()) {
+    std::string& note = result.notes.emplace_back("the log");
+    note += result.truncated_ranks.size() > 1 ? "s of ranks " : " of rank ";
+    note += rank_list(result.truncated_ranks);
+    note += result.truncated_ranks.size() > 1 ? " end" : " ends";
+    note +=
+        " with a truncation marker (tracing stopped early, e.g. disk full): their calls after it were made "
+        "but not recorded; ";
+    note += std::to_string(result.not_checked);
+    note += " collectives and send/recv calls that expect them were not checked";
+  }
+  std::uint64_t total = 0;
+  for (const auto& [kind, count] : result.finding_counts) total += count;
+  if (total > result.findings.size()) {
+    result.notes.push_back(std::to_string(total - result.findings.size()) + " more findings were counted but not kept");
+  }
+  if (result.folded_blocks_unchecked > 0) {
+    result.notes.push_back(
+        std::to_string(result.folded_blocks_unchecked) +
+        (result.folded_blocks_unchecked == 1 ? " collective's" : " collectives'") +
+        " per-peer blocks were recorded folded (DETNCCL_TRACE=hash) and could not be matched across ranks "
+        "(AlltoAll's "
+        "block-by-block relation, or a member without its fingerprint): DETNCCL_TRACE=segments records them peer "
+        "by peer");
+  }
+  if (result.content_unchecked > 0) {
+    result.notes.push_back(std::to_string(result.content_unchecked) +
+                           (result.content_unchecked == 1 ? " call had no" : " calls had no") +
+                           " fingerprint for their content checks (trace level, windows or device buffers): their "
+                           "contents were not checked");
   }
   return result;
+}
+
+CheckResult check_run(const RunLogs& run, const CheckOptions& options) {
+  try {
+    std::vector<RankRangeCheck> parts;
+    parts.push_back(check_rank_range(run, options, RankRange{}));
+    return combine_rank_checks(std::move(parts), options);
+  } catch (const std::exception& e) {
+    CheckResult result;
+    result.error = std::string("check failed: ") + e.what();
+    return result;
+  }
 }
 
 }  // namespace detnccl::analysis

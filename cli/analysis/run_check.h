@@ -29,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/analysis/run_diff.h"
 #include "cli/analysis/run_logs.h"
 
 namespace detnccl::analysis {
@@ -83,7 +84,7 @@ struct CheckResult {
   // Collectives whose per-peer blocks were recorded folded (DETNCCL_TRACE=hash) where the fold cannot be checked:
   // AlltoAll (its relation is between single blocks), or a member lacking the fingerprint the fold is checked against.
   std::uint64_t folded_blocks_unchecked = 0;
-  std::vector<CheckFinding> findings;  // ordered by step, communicator, index
+  std::vector<CheckFinding> findings;  // the first findings_kept in report order (check_finding_order)
   std::map<CheckFindingKind, std::uint64_t> finding_counts;
   std::vector<std::string> notes;  // logs that end early, findings not kept...
   // Settings that differ between ranks but cannot change any call (is_diagnostic_setting(): a per-rank
@@ -106,8 +107,65 @@ struct CheckResult {
   bool undecided() const noexcept { return clean() && (!truncated_ranks.empty() || digests_only); }
 };
 
-// Checks one run. Never throws.
+// Checks one run. Never throws. The same as combine_rank_checks({check_rank_range(run, options, {})}, options).
 CheckResult check_run(const RunLogs& run, const CheckOptions& options);
+
+// The order findings are reported in: by step, communicator, index, then kind, ranks and message (a total order, so
+// that the findings kept, the first CheckOptions::findings_kept of them, do not depend on the order they were found).
+bool check_finding_order(const CheckFinding& x, const CheckFinding& y);
+
+// --- A check split by rank range (`detnccl check --ranks A-B --partial`, `detnccl merge`) ---------------------------
+//
+// Matching needs every member's calls, so each part reads every rank's log, as one process does, and keeps what
+// belongs to its range: the counts, log ends and notes of its ranks, and the checks of the communicators whose lowest
+// member (the lowest global rank whose log names the communicator) is in the range, with their findings; it skips the
+// calls of a communicator once a log names a member below the range. The configuration comparison (against the value
+// most ranks share) belongs to the range of the lowest rank with a log. combine_rank_checks adds the parts up and
+// writes the run-level notes: the one-process answer, field by field.
+
+// One rank's share: what the run-level notes and counts need of its log.
+struct CheckedRank {
+  std::uint32_t rank = 0;
+  bool has_header = true;   // false: the file has no header (its writer was killed first): a rank without a log
+  std::string no_header;    // has_header false: why (the reader's message)
+  std::uint64_t calls = 0;  // call records read
+  std::uint64_t unknown_records = 0;
+  bool step_digests = false;  // the log holds step digests
+  records::LogEndKind end = records::LogEndKind::kClosed;
+  std::string end_message;
+};
+
+// What the checks of some communicators (or of the configuration) found.
+struct CheckTally {
+  std::uint64_t collectives = 0;
+  std::uint64_t point_to_point_pairs = 0;
+  std::uint64_t content_checks = 0;
+  std::uint64_t content_unchecked = 0;
+  std::uint64_t folded_blocks_unchecked = 0;
+  std::uint64_t not_checked = 0;
+  std::map<CheckFindingKind, std::uint64_t> finding_counts;
+  std::vector<CheckFinding> findings;  // the first CheckOptions::findings_kept in check_finding_order
+
+  // Adds `other` in; keeps the first `findings_kept` findings in check_finding_order.
+  void add(CheckTally other, std::size_t findings_kept);
+};
+
+// One rank range's share of a check.
+struct RankRangeCheck {
+  std::string error;                      // non-empty: the run cannot be checked at all (names the path and why)
+  std::vector<std::uint32_t> run_ranks;   // every rank the run directory lists, sorted
+  std::vector<CheckedRank> ranks;         // those of run_ranks in the range
+  bool configuration = false;             // the range holds the lowest rank with a log: the configuration is its share
+  std::vector<std::string> config_notes;  // configuration: CheckResult::config_notes
+  CheckTally tally;  // the communicators whose lowest member is in the range, and the configuration's findings
+};
+
+// Checks the run, keeping the share of the ranks in `range` (RankRange{}: every rank). Never throws.
+RankRangeCheck check_rank_range(const RunLogs& run, const CheckOptions& options, const RankRange& range);
+
+// The run-level half: the shares of ranges that cover every rank of the run once, in rank order, added up into the
+// answer of one check (counts, findings kept, notes in their order). A share with an error makes that the answer.
+CheckResult combine_rank_checks(std::vector<RankRangeCheck> parts, const CheckOptions& options);
 
 }  // namespace detnccl::analysis
 
