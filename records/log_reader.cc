@@ -42,6 +42,36 @@ constexpr std::uint64_t kStreamChunkBytes = 256u << 10;
 // Scans (zeros, a header) read at most this much at a time.
 constexpr std::uint64_t kScanChunkBytes = 64u << 10;
 
+// RATIONALE: memory fresh from the kernel costs a page fault per page on its first write (microseconds each in a
+// virtual machine), and a 256 KiB buffer freed by one reader is often handed back to the kernel (glibc trims the
+// heap) just before the next reader asks for one: a thread keeps the buffers of its last few readers for the next.
+struct BufferCache {
+  static constexpr std::size_t kSlots = 4;
+  std::array<std::unique_ptr<std::uint64_t[]>, kSlots> words;
+  std::array<std::uint64_t, kSlots> capacity{};
+};
+thread_local BufferCache buffer_cache;
+
+// A buffer of `capacity` bytes (a multiple of 8): a cached one when it fits, else a new one.
+std::unique_ptr<std::uint64_t[]> take_buffer(std::uint64_t capacity) {
+  for (std::size_t i = 0; i < BufferCache::kSlots; ++i) {
+    if (buffer_cache.words[i] && buffer_cache.capacity[i] == capacity) return std::move(buffer_cache.words[i]);
+  }
+  return std::unique_ptr<std::uint64_t[]>(new std::uint64_t[capacity / 8]);
+}
+
+// Keeps a buffer for the next reader of this thread when it is of an ordinary size and a slot is free.
+void give_back_buffer(std::unique_ptr<std::uint64_t[]>& words, std::uint64_t capacity) noexcept {
+  if (!words || (capacity != kStreamChunkBytes && capacity != kScanChunkBytes)) return;
+  for (std::size_t i = 0; i < BufferCache::kSlots; ++i) {
+    if (!buffer_cache.words[i]) {
+      buffer_cache.words[i] = std::move(words);
+      buffer_cache.capacity[i] = capacity;
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 const std::byte* LogReader::bytes_at(ReadBuffer& buffer, std::uint64_t offset, std::uint64_t bytes) const {
@@ -57,10 +87,12 @@ const std::byte* LogReader::bytes_at(ReadBuffer& buffer, std::uint64_t offset, s
                                   : kScanChunkBytes;
   const std::uint64_t wanted = std::min(std::max(offset - start + bytes, chunk), size_ - start);
   if (wanted > buffer.capacity) {
-    const std::uint64_t capacity = (wanted + 7) / 8 * 8;
+    // A whole chunk even when the file holds less, so that buffers are of a few sizes and can be reused.
+    const std::uint64_t capacity = (std::max(wanted, chunk) + 7) / 8 * 8;
     buffer.length = 0;
+    give_back_buffer(buffer.words, buffer.capacity);
     buffer.words.reset();
-    buffer.words.reset(new std::uint64_t[capacity / 8]);
+    buffer.words = take_buffer(capacity);
     buffer.capacity = capacity;
   }
   auto* out = reinterpret_cast<std::byte*>(buffer.words.get());
@@ -148,6 +180,8 @@ OpenedLog LogReader::from_bytes(std::span<const std::byte> bytes) noexcept {
 LogReader::~LogReader() {
   if (mapping_ != nullptr) munmap(mapping_, size_);
   if (fd_ >= 0) ::close(fd_);
+  give_back_buffer(stream_.words, stream_.capacity);
+  give_back_buffer(aux_.words, aux_.capacity);
 }
 
 bool LogReader::header_area_is_zero() const {
@@ -266,7 +300,10 @@ std::string LogReader::read_header() {
   position_ = fixed.header_bytes;
   header_bytes_ = position_;
   // A header may take up to 16 MiB: the scans after it need little.
-  if (aux_.capacity > kScanChunkBytes) aux_ = ReadBuffer{};
+  if (aux_.capacity > kScanChunkBytes) {
+    give_back_buffer(aux_.words, aux_.capacity);
+    aux_ = ReadBuffer{};
+  }
   after_last_digest_ = position_;
   return {};
 }

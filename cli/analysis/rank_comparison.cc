@@ -534,8 +534,9 @@ RankDigestPlan plan_rank_digests(const RankLogFile* a, const RankLogFile* b, con
     return plan;
   }
   std::string error;
-  const auto stream_a = RankLogStream::open(*a, error);
-  const auto stream_b = RankLogStream::open(*b, error);
+  // Streamed: no mapping to set up and tear down for a header and a step index.
+  const auto stream_a = RankLogStream::open(*a, error, nullptr, records::LogAccess::kStreamed);
+  const auto stream_b = RankLogStream::open(*b, error, nullptr, records::LogAccess::kStreamed);
   if (!stream_a || !stream_b || stream_a->header().fingerprint_version != stream_b->header().fingerprint_version) {
     return plan;  // compare_rank_logs reads them, and says what is wrong with them
   }

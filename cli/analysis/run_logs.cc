@@ -229,7 +229,7 @@ void RankLogStream::enter_group() {
 }
 
 bool RankLogStream::next(CallInRun& out) {
-  records::LogRecord record;
+  records::LogRecord& record = record_;
   while (reader_->next(record)) {
     if (seeked_) {
       while (next_group_ < step_index_->entries.size() &&

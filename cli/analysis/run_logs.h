@@ -201,6 +201,7 @@ class RankLogStream {
     std::unordered_map<std::uint64_t, std::uint64_t> pairs;  // (op, peer) -> calls so far
   };
   std::unique_ptr<records::LogReader> reader_;
+  records::LogRecord record_;  // reused: the reader decodes each call into the one it holds
   std::string path_;
   std::vector<records::CommunicatorRecord> communicators_;
   OrdinalMap<CommunicatorInfo> by_ordinal_;  // the latest communicator record of each ordinal
