@@ -86,7 +86,9 @@ const std::byte* LogReader::bytes_at(ReadBuffer& buffer, std::uint64_t offset, s
                                   ? std::clamp<std::uint64_t>(release_step_bytes_, page_size(), kStreamChunkBytes)
                                   : kScanChunkBytes;
   const std::uint64_t wanted = std::min(std::max(offset - start + bytes, chunk), size_ - start);
-  if (wanted > buffer.capacity) {
+  // Grown for a record larger than a chunk, the buffer shrinks back at the next refill that fits one: a reader keeps
+  // no more than a chunk, or the one record it is reading.
+  if (wanted > buffer.capacity || (buffer.capacity > chunk && wanted <= chunk)) {
     // A whole chunk even when the file holds less, so that buffers are of a few sizes and can be reused.
     const std::uint64_t capacity = (std::max(wanted, chunk) + 7) / 8 * 8;
     buffer.length = 0;
@@ -187,9 +189,8 @@ LogReader::~LogReader() {
 bool LogReader::header_area_is_zero() const {
   const auto zero = [](std::byte b) { return b == std::byte{0}; };
   const auto all_zero = [&](std::uint64_t from, std::uint64_t to) {
-    // RATIONALE: a page first: a log's first bytes are its magic, so opening one reads little more.
-    for (std::uint64_t at = from, chunk = 4096; at < to; chunk = kScanChunkBytes) {
-      const std::uint64_t n = std::min(to - at, chunk);
+    for (std::uint64_t at = from; at < to;) {
+      const std::uint64_t n = std::min(to - at, kScanChunkBytes);
       const std::byte* bytes = bytes_at(aux_, at, n);
       if (!std::all_of(bytes, bytes + n, zero)) return false;
       at += n;
