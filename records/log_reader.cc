@@ -94,6 +94,7 @@ const std::byte* LogReader::bytes_at(ReadBuffer& buffer, std::uint64_t offset, s
     buffer.length = 0;
     give_back_buffer(buffer.words, buffer.capacity);
     buffer.words.reset();
+    buffer.capacity = 0;  // no buffer, should the allocation below throw
     buffer.words = take_buffer(capacity);
     buffer.capacity = capacity;
   }
