@@ -1,11 +1,10 @@
 // bench_diff: how fast `detnccl diff` and `detnccl check` read runs, on two synthetic runs (tests/
 // test_cli_synthetic_run.h) of a chosen size written to a temporary directory. The baseline, measured in the same
-// run on the same files and threads, is a bare read of every record with records::LogReader (header and checksum
-// validation, nothing else): the ratio says what aligning and comparing cost on top of reading. diff is measured
-// reading every record (--all-records) and with its step-index shortcut (identical runs: the indexes alone). Each
-// analysis runs
-// in a forked child so that its peak RSS is its own. The time for two runs of 1,024 ranks x 100,000 calls is
-// extrapolated from the measured rate (records per second), and printed as such.
+// run on the same files and threads, is a bare read of every record with records::LogReader, streamed as diff reads
+// (header and checksum validation, nothing else): the ratio says what aligning and comparing cost on top of reading.
+// diff is measured reading every record (--all-records) and with its step-index shortcut (identical runs: the indexes
+// alone). Each analysis runs in a forked child so that its peak RSS is its own. The time for two runs of 1,024 ranks x
+// 100,000 calls is extrapolated from the measured rate (records per second), and printed as such.
 //   bench_diff [--ranks N] [--calls N] [--threads N] [--dir PATH]
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -56,7 +55,7 @@ int read_everything(const detnccl::analysis::RunLogs& a, const detnccl::analysis
   std::atomic<std::uint64_t> records{0};
   for (const auto* run : {&a, &b}) {
     detnccl::analysis::parallel_for(run->logs.size(), threads, [&](std::size_t i) {
-      auto opened = detnccl::records::LogReader::open_file(run->logs[i].path);
+      auto opened = detnccl::records::LogReader::open_file(run->logs[i].path, detnccl::records::LogAccess::kStreamed);
       if (!opened.reader) return;
       detnccl::records::LogRecord record;
       std::uint64_t n = 0;

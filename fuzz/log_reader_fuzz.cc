@@ -4,11 +4,18 @@
 // offsets inside the input, each at least one frame long; the reader always ends with a verdict and a message; and
 // every decoded span lies inside the reader's copy (touched here so that ASan sees a read past it). Then the step
 // index: whatever offsets the bytes state, it names entries and records inside the log, and reading from a group it
-// names ends.
+// names ends. Last, the same bytes as a file read streamed (pread()s into a buffer of a page, so that records
+// straddle its refills): every record, array and the verdict are those of the reader of the bytes in memory.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <span>
+#include <string>
 #include <variant>
 
 #include "records/log_reader.h"
@@ -30,6 +37,57 @@ std::uint64_t sum(std::span<const std::uint64_t> values) {
   std::uint64_t total = 0;
   for (std::uint64_t v : values) total += v;
   return total;
+}
+
+bool same_words(std::span<const std::uint64_t> a, std::span<const std::uint64_t> b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end());
+}
+
+// Whether two readers hand out the same record.
+bool same_record(const LogRecord& a, const LogRecord& b) {
+  if (a.offset != b.offset || a.record.index() != b.record.index()) return false;
+  const auto* x = std::get_if<CallRecord>(&a.record);
+  const auto* y = std::get_if<CallRecord>(&b.record);
+  if (x == nullptr) return true;
+  return static_cast<const detnccl::records::CallFields&>(*x) == static_cast<const detnccl::records::CallFields&>(*y) &&
+         same_words(x->input_blocks, y->input_blocks) && same_words(x->output_blocks, y->output_blocks) &&
+         same_words(x->input_segments, y->input_segments) && same_words(x->output_segments, y->output_segments);
+}
+
+// The bytes read streamed from a file (a memfd) say what they say in memory.
+void check_streamed(const std::uint8_t* data, std::size_t size) {
+  const int fd = memfd_create("fuzz-log", MFD_CLOEXEC);
+  if (fd < 0) return;
+  std::size_t written = 0;
+  while (written < size) {
+    const ssize_t n = write(fd, data + written, size - written);
+    if (n <= 0) break;
+    written += static_cast<std::size_t>(n);
+  }
+  if (written == size) {
+    auto in_memory = LogReader::from_bytes(std::as_bytes(std::span(data, size)));
+    auto streamed = LogReader::open_file("/proc/self/fd/" + std::to_string(fd), detnccl::records::LogAccess::kStreamed);
+    require(!in_memory.reader == !streamed.reader && in_memory.no_header == streamed.no_header);
+    require(streamed.reader || streamed.error.ends_with(in_memory.error));
+    if (streamed.reader) {
+      streamed.reader->set_page_release_bytes(1);  // a page at a time
+      LogRecord a;
+      LogRecord b;
+      bool more = true;
+      while (more) {
+        more = in_memory.reader->next(a);
+        require(streamed.reader->next(b) == more);
+        if (more) require(same_record(a, b));
+      }
+      const auto& x = in_memory.reader->end();
+      const auto& y = streamed.reader->end();
+      require(x.kind == y.kind && x.offset == y.offset && x.message == y.message &&
+              x.truncation.text == y.truncation.text);
+      require(in_memory.reader->step_digests() == streamed.reader->step_digests());
+      require(in_memory.reader->read_step_index().has_value() == streamed.reader->read_step_index().has_value());
+    }
+  }
+  close(fd);
 }
 
 }  // namespace
@@ -75,6 +133,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   // Reading on after the end hands out nothing more.
   require(!reader.next(record));
+
+  check_streamed(data, size);
 
   // The step index (read from the end, through offsets the bytes state), and reads from each group it names.
   auto indexed = LogReader::from_bytes(std::as_bytes(std::span(data, size)));

@@ -18,6 +18,19 @@ std::uint64_t xxh3_64(const void* data, std::size_t bytes) noexcept;
 // XXH3_64bits_withSeed of `bytes` bytes at `data` with `seed` (seed 0 is the same as the unseeded form).
 std::uint64_t xxh3_64(const void* data, std::size_t bytes, std::uint64_t seed) noexcept;
 
+// A seed with the secret XXH3_64bits_withSeed derives from it for inputs over 240 bytes (xxh3_seed_secret), for
+// callers that hash many inputs with few seeds (the log's record checksums).
+struct Xxh3SeedSecret {
+  std::uint64_t seed = 0;
+  alignas(64) unsigned char secret[192] = {};
+};
+
+// Sets `out` to `seed` and its secret.
+void xxh3_seed_secret(std::uint64_t seed, Xxh3SeedSecret& out) noexcept;
+
+// xxh3_64(data, bytes, seed.seed), bit for bit, without deriving the secret again (faster above 240 bytes).
+std::uint64_t xxh3_64(const void* data, std::size_t bytes, const Xxh3SeedSecret& seed) noexcept;
+
 // The vector unit xxh3_64 uses on this processor: "avx2", "sse2" (x86-64 baseline) or "native" (other processors,
 // where xxHash picks its vector code at compile time). For benchmark headers and logs.
 const char* xxh3_vector_unit() noexcept;

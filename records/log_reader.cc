@@ -36,9 +36,84 @@ std::uint64_t page_size() noexcept {
   return kPageSize;
 }
 
+// RATIONALE: 256 KiB: large enough that a read costs little per record, small enough that the buffer stays in the
+// processor's cache, where the checksum then finds the bytes (measured: larger windows are slower).
+constexpr std::uint64_t kStreamChunkBytes = 256u << 10;
+// Scans (zeros, a header) read at most this much at a time.
+constexpr std::uint64_t kScanChunkBytes = 64u << 10;
+
+// RATIONALE: memory fresh from the kernel costs a page fault per page on its first write (microseconds each in a
+// virtual machine), and a 256 KiB buffer freed by one reader is often handed back to the kernel (glibc trims the
+// heap) just before the next reader asks for one: a thread keeps the buffers of its last few readers for the next.
+struct BufferCache {
+  static constexpr std::size_t kSlots = 4;
+  std::array<std::unique_ptr<std::uint64_t[]>, kSlots> words;
+  std::array<std::uint64_t, kSlots> capacity{};
+};
+thread_local BufferCache buffer_cache;
+
+// A buffer of `capacity` bytes (a multiple of 8): a cached one when it fits, else a new one.
+std::unique_ptr<std::uint64_t[]> take_buffer(std::uint64_t capacity) {
+  for (std::size_t i = 0; i < BufferCache::kSlots; ++i) {
+    if (buffer_cache.words[i] && buffer_cache.capacity[i] == capacity) return std::move(buffer_cache.words[i]);
+  }
+  return std::unique_ptr<std::uint64_t[]>(new std::uint64_t[capacity / 8]);
+}
+
+// Keeps a buffer for the next reader of this thread when it is of an ordinary size and a slot is free.
+void give_back_buffer(std::unique_ptr<std::uint64_t[]>& words, std::uint64_t capacity) noexcept {
+  if (!words || (capacity != kStreamChunkBytes && capacity != kScanChunkBytes)) return;
+  for (std::size_t i = 0; i < BufferCache::kSlots; ++i) {
+    if (!buffer_cache.words[i]) {
+      buffer_cache.words[i] = std::move(words);
+      buffer_cache.capacity[i] = capacity;
+      return;
+    }
+  }
+}
+
 }  // namespace
 
-OpenedLog LogReader::open_file(const std::string& path) noexcept {
+const std::byte* LogReader::bytes_at(ReadBuffer& buffer, std::uint64_t offset, std::uint64_t bytes) const {
+  if (fd_ < 0) return data_ + offset;
+  if (offset >= buffer.start && offset - buffer.start <= buffer.length &&
+      bytes <= buffer.length - (offset - buffer.start)) {
+    return reinterpret_cast<const std::byte*>(buffer.words.get()) + (offset - buffer.start);
+  }
+  // Records start 8-byte aligned, so their u64 arrays are aligned in the buffer too.
+  const std::uint64_t start = offset / 8 * 8;
+  const std::uint64_t chunk = &buffer == &stream_
+                                  ? std::clamp<std::uint64_t>(release_step_bytes_, page_size(), kStreamChunkBytes)
+                                  : kScanChunkBytes;
+  const std::uint64_t wanted = std::min(std::max(offset - start + bytes, chunk), size_ - start);
+  // Grown for a record larger than a chunk, the buffer shrinks back at the next refill that fits one: a reader keeps
+  // no more than a chunk, or the one record it is reading.
+  if (wanted > buffer.capacity || (buffer.capacity > chunk && wanted <= chunk)) {
+    // A whole chunk even when the file holds less, so that buffers are of a few sizes and can be reused.
+    const std::uint64_t capacity = (std::max(wanted, chunk) + 7) / 8 * 8;
+    buffer.length = 0;
+    give_back_buffer(buffer.words, buffer.capacity);
+    buffer.words.reset();
+    buffer.capacity = 0;  // no buffer, should the allocation below throw
+    buffer.words = take_buffer(capacity);
+    buffer.capacity = capacity;
+  }
+  auto* out = reinterpret_cast<std::byte*>(buffer.words.get());
+  std::uint64_t got = 0;
+  while (got < wanted) {
+    const ssize_t n = pread(fd_, out + got, wanted - got, static_cast<off_t>(start + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::uint64_t>(n);
+  }
+  // A file cut while it is read (or a read error) ends in zeros, as a torn tail does.
+  if (got < wanted) std::memset(out + got, 0, wanted - got);
+  buffer.start = start;
+  buffer.length = wanted;
+  return out + (offset - start);
+}
+
+OpenedLog LogReader::open_file(const std::string& path, LogAccess access) noexcept {
   OpenedLog result;
   try {
     // RATIONALE: O_NONBLOCK, so that opening a FIFO (or a device) named like a log returns at once instead of
@@ -56,7 +131,11 @@ OpenedLog LogReader::open_file(const std::string& path) noexcept {
     }
     std::unique_ptr<LogReader> reader(new LogReader());
     reader->size_ = static_cast<std::uint64_t>(file_stat.st_size);
-    if (reader->size_ > 0) {
+    if (access == LogAccess::kStreamed) {
+      reader->fd_ = fd;
+      // Read-ahead for a log not in the page cache; advice only.
+      posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    } else if (reader->size_ > 0) {
       void* map = mmap(nullptr, reader->size_, PROT_READ, MAP_PRIVATE, fd, 0);
       if (map == MAP_FAILED) {
         ::close(fd);
@@ -66,7 +145,7 @@ OpenedLog LogReader::open_file(const std::string& path) noexcept {
       reader->mapping_ = map;
       reader->data_ = static_cast<const std::byte*>(map);
     }
-    ::close(fd);
+    if (reader->fd_ < 0) ::close(fd);
     if (std::string problem = reader->read_header(); !problem.empty()) {
       result.error = path + ": " + problem;
       result.no_header = reader->no_header_;
@@ -103,15 +182,27 @@ OpenedLog LogReader::from_bytes(std::span<const std::byte> bytes) noexcept {
 
 LogReader::~LogReader() {
   if (mapping_ != nullptr) munmap(mapping_, size_);
+  if (fd_ >= 0) ::close(fd_);
+  give_back_buffer(stream_.words, stream_.capacity);
+  give_back_buffer(aux_.words, aux_.capacity);
 }
 
-bool LogReader::header_area_is_zero() const noexcept {
+bool LogReader::header_area_is_zero() const {
   const auto zero = [](std::byte b) { return b == std::byte{0}; };
+  const auto all_zero = [&](std::uint64_t from, std::uint64_t to) {
+    for (std::uint64_t at = from; at < to;) {
+      const std::uint64_t n = std::min(to - at, kScanChunkBytes);
+      const std::byte* bytes = bytes_at(aux_, at, n);
+      if (!std::all_of(bytes, bytes + n, zero)) return false;
+      at += n;
+    }
+    return true;
+  };
   // RATIONALE: bounded, so that a multi-GiB file of zeros costs no more than a log's largest header to refuse; a
   // valid log fails at its first byte (the magic), so this costs a log nothing.
   const std::uint64_t head = std::min(size_, kNoHeaderScanBytes);
   const std::uint64_t tail = std::min(size_ - head, kNoHeaderTailBytes);
-  return std::all_of(data_, data_ + head, zero) && std::all_of(data_ + size_ - tail, data_ + size_, zero);
+  return all_zero(0, head) && all_zero(size_ - tail, size_);
 }
 
 std::string LogReader::read_header() {
@@ -141,7 +232,8 @@ std::string LogReader::read_header() {
     return text;
   }
   if (size_ < sizeof(std::uint64_t)) return "not a detnccl log (" + std::to_string(size_) + " bytes)";
-  const auto magic = load<std::uint64_t>(data_);
+  const std::byte* data = bytes_at(aux_, 0, std::min<std::uint64_t>(size_, kVersion1HeaderFixedBytes + 8));
+  const auto magic = load<std::uint64_t>(data);
   if (magic == __builtin_bswap64(kMagic)) {
     return "this detnccl log was written on a machine of the other byte order (" +
            std::string(std::endian::native == std::endian::little ? "big" : "little") +
@@ -149,7 +241,7 @@ std::string LogReader::read_header() {
   }
   if (magic != kMagic) return "not a detnccl log (the file does not start with DNCCLOG1)";
   if (size_ < kVersion1HeaderFixedBytes + 8) return "the header is cut short (" + std::to_string(size_) + " bytes)";
-  auto fixed = read_fixed_part<FileHeaderFixed>(data_, kVersion1HeaderFixedBytes);
+  auto fixed = read_fixed_part<FileHeaderFixed>(data, kVersion1HeaderFixedBytes);
   if (fixed.format_version > kFormatVersion) {
     return "written by a newer detnccl (log format version " + std::to_string(fixed.format_version) +
            "; this reader knows versions 1 to " + std::to_string(kFormatVersion) + "): use a newer detnccl to read it";
@@ -163,7 +255,8 @@ std::string LogReader::read_header() {
     return "the header is cut short (" + std::to_string(size_) + " of " + std::to_string(fixed.header_bytes) +
            " bytes)";
   }
-  if (load<std::uint64_t>(data_ + fixed.header_bytes - 8) != header_checksum(data_, fixed.header_bytes - 8)) {
+  data = bytes_at(aux_, 0, fixed.header_bytes);
+  if (load<std::uint64_t>(data + fixed.header_bytes - 8) != header_checksum(data, fixed.header_bytes - 8)) {
     return "the header is damaged (checksum mismatch)";
   }
   // Version 1 stated no length (its field was reserved, 0); version 2 does, 0 meaning the version-1 length.
@@ -175,7 +268,7 @@ std::string LogReader::read_header() {
            " is not a multiple of 8 from " + std::to_string(kVersion1HeaderFixedBytes) + " to " +
            std::to_string(fixed.header_bytes - 8) + " (the header's length less its checksum)";
   }
-  fixed = read_fixed_part<FileHeaderFixed>(data_, fixed_bytes);
+  fixed = read_fixed_part<FileHeaderFixed>(data, fixed_bytes);
   if (fixed.string_count < kHeaderStringCount) {
     return "the header has " + std::to_string(fixed.string_count) + " strings, " + std::to_string(kHeaderStringCount) +
            " expected";
@@ -200,14 +293,19 @@ std::string LogReader::read_header() {
       return "the header says it holds " + std::to_string(fixed.string_count) + " strings, but only " +
              std::to_string(i) + " fit in its " + std::to_string(fixed.header_bytes) + " bytes";
     }
-    const auto length = load<std::uint32_t>(data_ + offset);
+    const auto length = load<std::uint32_t>(data + offset);
     offset += 4;
     if (length > strings_end - offset) return "the header's strings overrun it";
-    if (i < strings.size()) strings[i]->assign(reinterpret_cast<const char*>(data_ + offset), length);
+    if (i < strings.size()) strings[i]->assign(reinterpret_cast<const char*>(data + offset), length);
     offset += length;
   }
   position_ = fixed.header_bytes;
   header_bytes_ = position_;
+  // A header may take up to 16 MiB: the scans after it need little.
+  if (aux_.capacity > kScanChunkBytes) {
+    give_back_buffer(aux_.words, aux_.capacity);
+    aux_ = ReadBuffer{};
+  }
   after_last_digest_ = position_;
   return {};
 }
@@ -232,12 +330,13 @@ void LogReader::recompute_open_step(std::uint64_t end) noexcept {
     StepDigester digester;
     std::vector<StepDigestRecord> open;
     for (std::uint64_t at = after_last_digest_; at + sizeof(RecordFrame) <= std::min(end, size_);) {
-      const auto frame = load<RecordFrame>(data_ + at);
+      const auto frame = load<RecordFrame>(bytes_at(aux_, at, sizeof(RecordFrame)));
       if (frame.length < sizeof(RecordFrame) || frame.length > end - at) break;
       std::uint64_t fixed_bytes = 0;
       if (frame.type == static_cast<std::uint16_t>(RecordType::kCall) && fixed_part_bytes(frame, fixed_bytes).empty() &&
           frame.length - sizeof(RecordFrame) >= fixed_bytes) {
-        digester.add(read_fixed_part<CallFields>(data_ + at + sizeof(RecordFrame), fixed_bytes), open);
+        digester.add(read_fixed_part<CallFields>(bytes_at(aux_, at + sizeof(RecordFrame), fixed_bytes), fixed_bytes),
+                     open);
       }
       at += frame.length;
     }
@@ -249,10 +348,16 @@ void LogReader::recompute_open_step(std::uint64_t end) noexcept {
   }
 }
 
-std::uint64_t LogReader::end_of_data(std::uint64_t offset) const noexcept {
-  std::uint64_t end = size_;
-  while (end > offset && data_[end - 1] == std::byte{0}) --end;
-  return end;
+std::uint64_t LogReader::end_of_data(std::uint64_t offset) const {
+  for (std::uint64_t end = size_; end > offset;) {
+    const std::uint64_t n = std::min(end - offset, kScanChunkBytes);
+    const std::byte* bytes = bytes_at(aux_, end - n, n);
+    for (std::uint64_t i = n; i > 0; --i) {
+      if (bytes[i - 1] != std::byte{0}) return end - n + i;
+    }
+    end -= n;
+  }
+  return offset;
 }
 
 void LogReader::release_pages_before(std::uint64_t offset) noexcept {
@@ -263,8 +368,14 @@ void LogReader::release_pages_before(std::uint64_t offset) noexcept {
   if (madvise(static_cast<std::byte*>(mapping_) + released_, end - released_, MADV_DONTNEED) == 0) released_ = end;
 }
 
-bool LogReader::zeros_from(std::uint64_t offset) const noexcept {
-  return std::all_of(data_ + offset, data_ + size_, [](std::byte b) { return b == std::byte{0}; });
+bool LogReader::zeros_from(std::uint64_t offset) const {
+  for (std::uint64_t at = offset; at < size_;) {
+    const std::uint64_t n = std::min(size_ - at, kScanChunkBytes);
+    const std::byte* bytes = bytes_at(aux_, at, n);
+    if (!std::all_of(bytes, bytes + n, [](std::byte b) { return b == std::byte{0}; })) return false;
+    at += n;
+  }
+  return true;
 }
 
 std::string LogReader::fixed_part_bytes(const RecordFrame& frame, std::uint64_t& fixed_bytes) const {
@@ -290,8 +401,8 @@ std::string LogReader::fixed_part_bytes(const RecordFrame& frame, std::uint64_t&
   return "its fixed part's stated length " + std::to_string(fixed_bytes) + problem;
 }
 
-std::optional<bool> LogReader::decode(std::uint64_t at, const RecordFrame& frame, LogRecord& record) {
-  const std::byte* payload = data_ + at + sizeof(RecordFrame);
+std::optional<bool> LogReader::decode(std::uint64_t at, const RecordFrame& frame, const std::byte* payload,
+                                      LogRecord& record) {
   const std::uint64_t payload_bytes = frame.length - sizeof(RecordFrame);
   std::uint64_t fixed_bytes = 0;
   if (std::string problem = fixed_part_bytes(frame, fixed_bytes); !problem.empty()) {
@@ -316,8 +427,20 @@ std::optional<bool> LogReader::decode(std::uint64_t at, const RecordFrame& frame
       if (payload_bytes < fixed_bytes) {
         return finish(LogEndKind::kCorrupt, at, "corrupt call record " + at_offset(at) + ": too short");
       }
-      CallRecord call;
-      static_cast<CallFields&>(call) = read_fixed_part<CallFields>(payload, fixed_bytes);
+      // RATIONALE: decoded in place (a reader's LogRecord holds a call almost every time), not copied in.
+      auto* held = std::get_if<CallRecord>(&record.record);
+      CallRecord& call = held != nullptr ? *held : record.record.emplace<CallRecord>();
+      // RATIONALE: the two lengths writers state are copied with a constant size (a few vector moves, where
+      // read_fixed_part's variable-length copy and zeroing cost a fifth of a record's decoding).
+      if (fixed_bytes >= sizeof(CallFields)) {
+        std::memcpy(static_cast<void*>(&static_cast<CallFields&>(call)), payload, sizeof(CallFields));
+      } else if (fixed_bytes == kCallFixedBytesWithoutBlockDigests) {
+        std::memcpy(static_cast<void*>(&static_cast<CallFields&>(call)), payload, kCallFixedBytesWithoutBlockDigests);
+        call.input_blocks_digest = 0;
+        call.output_blocks_digest = 0;
+      } else {
+        static_cast<CallFields&>(call) = read_fixed_part<CallFields>(payload, fixed_bytes);
+      }
       const std::uint64_t words = std::uint64_t{call.input_block_count} + call.output_block_count +
                                   call.input_segment_count + call.output_segment_count;
       if (words > (payload_bytes - fixed_bytes) / 8) {
@@ -335,7 +458,6 @@ std::optional<bool> LogReader::decode(std::uint64_t at, const RecordFrame& frame
       array += call.input_segment_count;
       call.output_segments = {array, call.output_segment_count};
       record.offset = at;
-      record.record = call;
       ++records_read_;
       return true;
     }
@@ -374,10 +496,12 @@ std::optional<bool> LogReader::decode(std::uint64_t at, const RecordFrame& frame
     case RecordType::kEnd: {
       if (payload_bytes < fixed_bytes) return finish(LogEndKind::kCorrupt, at, "corrupt end marker " + at_offset(at));
       end_.end_marker = read_fixed_part<EndRecord>(payload, fixed_bytes);
-      if (!seeked_ && end_.end_marker.records_written != records_read_ + unknown_skipped_ + step_digests_kept_ + index_records_) {
+      if (!seeked_ &&
+          end_.end_marker.records_written != records_read_ + unknown_skipped_ + step_digests_kept_ + index_records_) {
         return finish(LogEndKind::kCorrupt, at,
                       "the end marker " + at_offset(at) + " counts " + std::to_string(end_.end_marker.records_written) +
-                          " records, but " + std::to_string(records_read_ + unknown_skipped_ + step_digests_kept_ + index_records_) +
+                          " records, but " +
+                          std::to_string(records_read_ + unknown_skipped_ + step_digests_kept_ + index_records_) +
                           " were read");
       }
       return finish(LogEndKind::kClosed, at, "the log was closed cleanly after " + n_records());
@@ -391,17 +515,17 @@ std::optional<bool> LogReader::decode(std::uint64_t at, const RecordFrame& frame
   return std::nullopt;
 }
 
-std::optional<LogReader::RawRecord> LogReader::record_at(std::uint64_t offset, RecordType type) const noexcept {
+std::optional<LogReader::RawRecord> LogReader::record_at(std::uint64_t offset, RecordType type) const {
   if (offset < header_bytes_ || offset % kRecordAlignment != 0 || offset > size_ ||
       size_ - offset < sizeof(RecordFrame)) {
     return std::nullopt;
   }
-  const auto frame = load<RecordFrame>(data_ + offset);
+  const auto frame = load<RecordFrame>(bytes_at(aux_, offset, sizeof(RecordFrame)));
   if (frame.type != static_cast<std::uint16_t>(type) || frame.length < sizeof(RecordFrame) ||
       frame.length % kRecordAlignment != 0 || frame.length > kMaxRecordBytes || frame.length > size_ - offset) {
     return std::nullopt;
   }
-  const std::byte* payload = data_ + offset + sizeof(RecordFrame);
+  const std::byte* payload = bytes_at(aux_, offset, frame.length) + sizeof(RecordFrame);
   const std::uint64_t payload_bytes = frame.length - sizeof(RecordFrame);
   if (record_checksum(frame.length, frame.type, frame.fixed_bytes, payload, payload_bytes) != frame.checksum) {
     return std::nullopt;
@@ -431,18 +555,19 @@ std::optional<StepIndex> LogReader::read_step_index(std::string* problem) const 
   // RATIONALE: the writer cuts the file after its end marker, the log's last record; its length is not known from
   // the end, so the few offsets it can start at are tried, each one checked by its checksum.
   constexpr std::uint64_t kEndSearchBytes = 4096;
-  std::optional<RawRecord> end;
-  std::uint64_t end_offset = 0;
-  for (std::uint64_t at = (size_ - sizeof(RecordFrame) - 16) / kRecordAlignment * kRecordAlignment;
-       at >= header_bytes_ && size_ - at <= kEndSearchBytes; at -= kRecordAlignment) {
-    if (load<RecordFrame>(data_ + at).length == size_ - at && (end = record_at(at, RecordType::kEnd))) {
-      end_offset = at;
-      break;
-    }
-    if (at < kRecordAlignment) break;
-  }
-  if (!end) return std::nullopt;  // torn or truncated: no index to trust
   try {
+    std::optional<RawRecord> end;
+    std::uint64_t end_offset = 0;
+    for (std::uint64_t at = (size_ - sizeof(RecordFrame) - 16) / kRecordAlignment * kRecordAlignment;
+         at >= header_bytes_ && size_ - at <= kEndSearchBytes; at -= kRecordAlignment) {
+      if (load<RecordFrame>(bytes_at(aux_, at, sizeof(RecordFrame))).length == size_ - at &&
+          (end = record_at(at, RecordType::kEnd))) {
+        end_offset = at;
+        break;
+      }
+      if (at < kRecordAlignment) break;
+    }
+    if (!end) return std::nullopt;  // torn or truncated: no index to trust
     StepIndex index;
     index.end_marker = read_fixed_part<EndRecord>(end->payload, end->fixed_bytes);
     index.end_offset = end_offset;
@@ -480,7 +605,8 @@ std::optional<StepIndex> LogReader::read_step_index(std::string* problem) const 
     for (auto chunk = chunks.rbegin(); chunk != chunks.rend(); ++chunk) {
       const auto base = static_cast<std::uint32_t>(index.entries.size());
       for (StepIndexPair pair : chunk->pairs) {
-        if (pair.entry >= chunk->entries.size() || (!index.pairs.empty() && pair.entry + base < index.pairs.back().entry)) {
+        if (pair.entry >= chunk->entries.size() ||
+            (!index.pairs.empty() && pair.entry + base < index.pairs.back().entry)) {
           return fail("a step index pair names no entry of its record");
         }
         pair.entry += base;
@@ -531,8 +657,9 @@ bool LogReader::next(LogRecord& record) noexcept {
       };
       // "the 1 record before it is complete", "the 2 records before it are complete".
       const auto before = [this, &n_records] {
-        return n_records() + (records_read_ + unknown_skipped_ + step_digests_kept_ + index_records_ == 1 ? " before it is complete"
-                                                                                         : " before it are complete");
+        return n_records() + (records_read_ + unknown_skipped_ + step_digests_kept_ + index_records_ == 1
+                                  ? " before it is complete"
+                                  : " before it are complete");
       };
       if (left == 0 || (left < sizeof(RecordFrame) && zeros_from(at))) {
         return finish(LogEndKind::kTornTail, at,
@@ -546,7 +673,7 @@ bool LogReader::next(LogRecord& record) noexcept {
             LogEndKind::kTornTail, at,
             "the record " + at_offset(at) + " is cut short (" + std::to_string(left) + " bytes left); the " + before());
       }
-      const auto frame = load<RecordFrame>(data_ + at);
+      const auto frame = load<RecordFrame>(bytes_at(stream_, at, sizeof(RecordFrame)));
       if (frame.length == 0) {
         // RATIONALE: the writer fills a record, then publishes its length; a writer killed in between leaves a
         // zero length followed by at most one record's worth of bytes, then the zeros of unused space.
@@ -577,7 +704,7 @@ bool LogReader::next(LogRecord& record) noexcept {
                       "the record " + at_offset(at) + " is cut short (length " + std::to_string(frame.length) + ", " +
                           std::to_string(left) + " bytes left); the " + before());
       }
-      const std::byte* payload = data_ + at + sizeof(RecordFrame);
+      const std::byte* payload = bytes_at(stream_, at, frame.length) + sizeof(RecordFrame);
       const std::uint64_t payload_bytes = frame.length - sizeof(RecordFrame);
       if (record_checksum(frame.length, frame.type, frame.fixed_bytes, payload, payload_bytes) != frame.checksum) {
         if (zeros_from(at + frame.length)) {
@@ -590,7 +717,7 @@ bool LogReader::next(LogRecord& record) noexcept {
         return finish(LogEndKind::kCorrupt, at, "corrupt record " + at_offset(at) + ": checksum mismatch");
       }
       position_ = at + frame.length;
-      if (const std::optional<bool> handed_out = decode(at, frame, record)) return *handed_out;
+      if (const std::optional<bool> handed_out = decode(at, frame, payload, record)) return *handed_out;
     }
   } catch (const std::bad_alloc&) {
     return finish(LogEndKind::kCorrupt, position_, {});

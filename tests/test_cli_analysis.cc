@@ -116,6 +116,37 @@ std::uint64_t index_of(OpId op) {
   }
 }
 
+// A kept call owns its arrays: what its stream's buffer holds next, and what happens to the copy it came from, no
+// longer matter; a copy of a call not kept still points where the call did.
+TEST(CallInRun, KeptArraysOutliveTheBufferTheCallWasReadFrom) {
+  std::vector<std::uint64_t> buffer = {1, 2, 3, 4, 5, 6, 7};
+  detnccl::analysis::CallInRun read;
+  read.call.input_blocks = std::span(buffer).subspan(0, 2);
+  read.call.output_blocks = std::span(buffer).subspan(2, 3);
+  read.call.output_segments = std::span(buffer).subspan(5, 2);
+  const detnccl::analysis::CallInRun not_kept = read;
+  EXPECT_EQ(not_kept.call.output_blocks.data(), buffer.data() + 2);
+  auto kept = std::make_unique<detnccl::analysis::CallInRun>(read);
+  kept->keep_arrays();
+  std::fill(buffer.begin(), buffer.end(), 0);  // the stream reads on
+  const detnccl::analysis::CallInRun copy = *kept;
+  detnccl::analysis::CallInRun moved = std::move(*kept);
+  kept.reset();
+  for (const detnccl::analysis::CallInRun* call : {&copy, static_cast<const detnccl::analysis::CallInRun*>(&moved)}) {
+    EXPECT_EQ(Blocks(call->call.input_blocks.begin(), call->call.input_blocks.end()), (Blocks{1, 2}));
+    EXPECT_EQ(Blocks(call->call.output_blocks.begin(), call->call.output_blocks.end()), (Blocks{3, 4, 5}));
+    EXPECT_TRUE(call->call.input_segments.empty());
+    EXPECT_EQ(Blocks(call->call.output_segments.begin(), call->call.output_segments.end()), (Blocks{6, 7}));
+  }
+  // A kept call that a stream then reads a new call into: its copies point where the new call does.
+  detnccl::analysis::CallInRun reused = copy;
+  reused.call.input_blocks = std::span(buffer).subspan(1, 1);
+  reused.call.output_blocks = {};
+  reused.call.output_segments = {};
+  const detnccl::analysis::CallInRun copy_of_reused = reused;
+  EXPECT_EQ(copy_of_reused.call.input_blocks.data(), buffer.data() + 1);
+}
+
 TEST_F(Analysis, IdenticalRunsMatchCallByCall) {
   SyntheticRunSpec spec;
   write("a", spec);

@@ -337,6 +337,29 @@ TEST(HostXxh3, EveryVariantThisProcessorRunsEqualsLibxxhash) {
   }
 }
 
+// A seed's secret, derived once, gives what the seeded form gives, in every variant and through the dispatch.
+TEST(HostXxh3, TheSecretOfASeedGivesTheSeededHash) {
+  using Variant = std::uint64_t (*)(const void*, std::size_t, const void*, std::uint64_t);
+  std::vector<std::pair<const char*, Variant>> variants = {{"baseline", &detnccl_xxh3_64_seed_secret_baseline}};
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2")) variants.emplace_back("avx2", &detnccl_xxh3_64_seed_secret_avx2);
+#endif
+  const auto data = random_bytes((std::size_t{1} << 20) + 8, 24);
+  std::mt19937_64 rng(25);
+  for (std::size_t n : xxh3_interesting_lengths()) {
+    const std::uint8_t* in = data.data() + 3;
+    for (const std::uint64_t seed : {std::uint64_t{0}, rng()}) {
+      detnccl::hash::Xxh3SeedSecret secret;
+      detnccl::hash::xxh3_seed_secret(seed, secret);
+      const std::uint64_t expected = XXH3_64bits_withSeed(in, n, seed);
+      ASSERT_EQ(detnccl::hash::xxh3_64(in, n, secret), expected) << n << " bytes, seed " << seed;
+      for (const auto& [name, variant] : variants) {
+        ASSERT_EQ(variant(in, n, secret.secret, seed), expected) << name << ", " << n << " bytes, seed " << seed;
+      }
+    }
+  }
+}
+
 TEST(HostXxh3, DispatchedFunctionEqualsLibxxhash) {
   const auto data = random_bytes(3 * kLeafBytes + 5, 23);
   for (std::size_t n : {std::size_t{0}, std::size_t{7}, std::size_t{200}, std::size_t{1000}, kLeafBytes, data.size()}) {

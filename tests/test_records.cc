@@ -25,11 +25,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <random>
-#include <tuple>
 #include <thread>
+#include <tuple>
 
 #include "records/block_digests.h"
 #include "records/communicator_id.h"
@@ -228,7 +229,7 @@ ExpectedIndex expected_index(std::uint64_t calls, const std::vector<std::uint64_
   ExpectedIndex out;
   const std::vector<StepDigestRecord> digests = expected_digests(calls, /*before_close=*/false);
   std::size_t next_digest = 0;
-  std::map<std::uint64_t, std::uint64_t> collectives;                         // ordinal -> so far
+  std::map<std::uint64_t, std::uint64_t> collectives;                            // ordinal -> so far
   std::map<std::tuple<std::uint64_t, OpId, std::int32_t>, std::uint64_t> pairs;  // (ordinal, op, peer) -> so far
   CallArrays arrays;
   for (std::uint64_t first = 0; first < calls;) {
@@ -1815,7 +1816,7 @@ TEST(RecordWriterCrashPromise, SmallRecordsAreWholeOrAbsentAtEveryInstantOfTheir
 
 TEST(RecordWriterCrashPromise, LargeRecordsAreWholeOrAbsentAtEveryInstantOfTheirAppend) {
   const AppendObserver observer = append_observed(6, 40000);  // 320 KB of segment digests per call
-  EXPECT_EQ(observer.complete, 2u + 6u + 3u + 1u + 1u);  // and the 3 digests of step 0 and the index at close
+  EXPECT_EQ(observer.complete, 2u + 6u + 3u + 1u + 1u);       // and the 3 digests of step 0 and the index at close
   EXPECT_EQ(observer.instants, 4 * observer.complete);
 }
 
@@ -2072,6 +2073,170 @@ TEST(LogReader, SeekToAGroupReadsFromItsFirstCall) {
   EXPECT_EQ(log.end.kind, LogEndKind::kClosed) << "records were skipped: the end marker's count is not checked";
   EXPECT_FALSE(opened.reader->seek(entry.group_offset)) << "once ended";
   EXPECT_FALSE(LogReader::open_file(path).reader->seek(entry.group_offset + 4)) << "not aligned";
+}
+
+// What a reader makes of a log, written out as it goes: a streamed reader's spans last only until its next next(),
+// so each record is turned into text at once.
+struct Transcript {
+  std::vector<std::string> lines;
+  bool operator==(const Transcript&) const = default;
+};
+
+std::string words_text(std::span<const std::uint64_t> words) {
+  std::string text;
+  for (const std::uint64_t word : words) text += std::to_string(word) + ",";
+  return text;
+}
+
+void transcribe_record(const LogRecord& record, Transcript& out) {
+  std::string line = std::to_string(record.offset) + ":";
+  if (const auto* call = std::get_if<CallRecord>(&record.record)) {
+    std::array<std::byte, sizeof(CallFields)> fields{};
+    std::memcpy(fields.data(), static_cast<const void*>(&static_cast<const CallFields&>(*call)), fields.size());
+    line += "call seq " + std::to_string(call->seq) + " " + std::to_string(XXH3_64bits(fields.data(), fields.size())) +
+            " [" + words_text(call->input_blocks) + "][" + words_text(call->output_blocks) + "][" +
+            words_text(call->input_segments) + "][" + words_text(call->output_segments) + "]";
+  } else if (const auto* communicator = std::get_if<CommunicatorRecord>(&record.record)) {
+    line += "communicator " + std::to_string(communicator->ordinal) + " " + std::to_string(communicator->id);
+  } else {
+    line += "step digest";
+  }
+  out.lines.push_back(std::move(line));
+}
+
+void transcribe_end(const LogReader& reader, Transcript& out) {
+  const LogEnd& end = reader.end();
+  out.lines.push_back("end " + std::to_string(static_cast<int>(end.kind)) + " at " + std::to_string(end.offset) + ": " +
+                      end.message + " / " + std::string(end.truncation.text) + " / " +
+                      std::to_string(end.end_marker.records_written));
+  for (const StepDigestRecord& digest : reader.step_digests()) {
+    out.lines.push_back("digest " + std::to_string(digest.comm_ordinal) + " " + std::to_string(digest.step) + " " +
+                        std::to_string(digest.calls) + " " + std::to_string(digest.input_digest));
+  }
+  out.lines.push_back("recomputed " + std::to_string(reader.step_digests_recomputed()) + " unknown " +
+                      std::to_string(reader.unknown_records_skipped()) + " index records " +
+                      std::to_string(reader.step_index_records_passed()));
+}
+
+// Everything a reader says of a log: the open error, the step index, every record and the end; then, when the log
+// has a step index, what a reader seeked to each of its groups reads first.
+Transcript transcribe(const std::function<OpenedLog()>& open) {
+  Transcript out;
+  OpenedLog opened = open();
+  std::string error = opened.error;
+  if (const std::size_t path_end = error.find(".dnc: "); path_end != std::string::npos) error.erase(0, path_end + 6);
+  out.lines.push_back("open: " + error + (opened.no_header ? " (no header)" : ""));
+  if (!opened.reader) return out;
+  std::string problem;
+  const std::optional<StepIndex> index = opened.reader->read_step_index(&problem);
+  out.lines.push_back("index: " + problem);
+  LogRecord record;
+  bool index_read_again = false;
+  while (opened.reader->next(record)) {
+    transcribe_record(record, out);
+    if (!index_read_again) {
+      // Reading the index between two records changes nothing of what next() handed out or hands out next.
+      index_read_again = true;
+      const std::optional<StepIndex> again = opened.reader->read_step_index();
+      EXPECT_EQ(again.has_value(), index.has_value());
+      transcribe_record(record, out);
+    }
+  }
+  transcribe_end(*opened.reader, out);
+  if (!index) return out;
+  out.lines.push_back("index end " + std::to_string(index->end_offset) + " entries " +
+                      std::to_string(index->entries.size()) + " pairs " + std::to_string(index->pairs.size()) +
+                      " communicators " + std::to_string(index->communicators.size()));
+  for (std::size_t i = 0; i < index->entries.size(); i += 7) {
+    OpenedLog seeked = open();
+    EXPECT_TRUE(seeked.reader->seek(index->entries[i].group_offset));
+    for (int n = 0; n < 3 && seeked.reader->next(record); ++n) transcribe_record(record, out);
+  }
+  return out;
+}
+
+// A streamed reader (pread()s into a buffer) says of every log exactly what a reader of the same bytes in memory
+// says: records, arrays, end, messages, digests, step index and seeks. Its buffer is made a page small, so that
+// records straddle its refills, and some records are larger than it.
+TEST(LogReader, AStreamedReaderReadsEveryLogAsAReaderOfItsBytesInMemory) {
+  TempDir dir;
+  const LogLocation location{dir.path(), "run", rank_log_file_name(0)};
+  std::string path;
+  {
+    auto writer = create_or_fail(location);
+    for (std::uint64_t c = 0; c < 3; ++c) ASSERT_EQ(writer->append(make_communicator(c)), AppendStatus::kOk);
+    for (std::uint64_t i = 0; i < 400; ++i) {
+      CallArrays arrays;
+      CallRecord call = make_call(i, arrays);
+      std::vector<std::uint64_t> large;
+      if (i % 50 == 7) {
+        large = large_segments(i, 700 + i);  // 5.6 KiB and more: larger than a page
+        call.input_segments = large;
+        call.input_segment_count = static_cast<std::uint32_t>(large.size());
+      }
+      ASSERT_EQ(writer->append(call), AppendStatus::kOk);
+    }
+    writer->close();
+    path = writer->path();
+  }
+  const std::vector<std::byte> good = file_bytes(path);
+  const std::string copy = dir.path() + "/copy.dnc";
+  const auto compare = [&](const std::vector<std::byte>& bytes, const std::string& what) {
+    {
+      std::ofstream file(copy, std::ios::binary | std::ios::trunc);
+      file.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    }
+    const Transcript in_memory = transcribe([&] { return LogReader::from_bytes(bytes); });
+    for (const std::uint64_t buffer_bytes : {std::uint64_t{1}, std::uint64_t{4} << 20}) {
+      const Transcript streamed = transcribe([&] {
+        OpenedLog opened = LogReader::open_file(copy, LogAccess::kStreamed);
+        if (opened.reader) opened.reader->set_page_release_bytes(buffer_bytes);
+        return opened;
+      });
+      const Transcript mapped = transcribe([&] { return LogReader::open_file(copy); });
+      EXPECT_TRUE(mapped == in_memory) << what;
+      ASSERT_EQ(streamed.lines.size(), in_memory.lines.size()) << what << ", buffer " << buffer_bytes;
+      for (std::size_t i = 0; i < streamed.lines.size(); ++i) {
+        ASSERT_EQ(streamed.lines[i], in_memory.lines[i]) << what << ", buffer " << buffer_bytes << ", line " << i;
+      }
+    }
+  };
+  compare(good, "the whole log");
+  const Transcript whole = transcribe([&] { return LogReader::from_bytes(good); });
+  ASSERT_GT(whole.lines.size(), 400u);
+  OpenedLog reference = LogReader::from_bytes(good);
+  ASSERT_TRUE(reference.reader);
+  std::vector<std::uint64_t> offsets;
+  LogRecord record;
+  while (reference.reader->next(record)) offsets.push_back(record.offset);
+  ASSERT_EQ(reference.reader->end().kind, LogEndKind::kClosed);
+  const std::uint64_t end_offset = reference.reader->end().offset;
+  // Cut at record boundaries and inside records: torn tails; and with the zeros of reserved space after the cut.
+  for (std::size_t r = 0; r < offsets.size(); r += 37) {
+    for (const std::uint64_t inside : {std::uint64_t{0}, std::uint64_t{5}, std::uint64_t{24}}) {
+      std::vector<std::byte> cut(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(offsets[r] + inside));
+      compare(cut, "cut at record " + std::to_string(r) + " + " + std::to_string(inside));
+      cut.resize(cut.size() + 10000, std::byte{0});
+      compare(cut, "cut at record " + std::to_string(r) + " + " + std::to_string(inside) + ", zeros after");
+    }
+  }
+  std::vector<std::byte> no_marker(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(end_offset));
+  compare(no_marker, "no end marker");
+  // An unpublished last record: zero length, its bytes, then zeros.
+  std::vector<std::byte> unpublished = no_marker;
+  std::memset(unpublished.data() + offsets.back(), 0, 4);
+  unpublished.resize(unpublished.size() + 8192, std::byte{0});
+  compare(unpublished, "an unpublished last record");
+  // Flipped bytes: in a record's frame, fixed part and arrays (corrupt, or a torn last record), in the index.
+  std::mt19937_64 random(17);
+  for (int trial = 0; trial < 40; ++trial) {
+    std::vector<std::byte> bad = good;
+    bad[random() % bad.size()] ^= static_cast<std::byte>(1 + random() % 255);
+    compare(bad, "flipped byte, trial " + std::to_string(trial));
+  }
+  // Files with no header: empty, zeros.
+  compare({}, "an empty file");
+  compare(std::vector<std::byte>(70000), "zeros");
 }
 
 }  // namespace detnccl::records

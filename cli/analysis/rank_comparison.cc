@@ -42,10 +42,10 @@ struct Side {
   // run's calls in the range before it have no counterpart there and are not aligned (RankDiff::late_start_a/b).
   std::optional<std::uint64_t> align_from;
   // The step-index shortcut: what the index says of the whole log, and the calls it let us skip.
-  std::uint64_t index_calls = 0;     // every call of the log
-  std::uint64_t skipped_calls = 0;   // before the first differing group: compared by digest
-  std::uint64_t taken = 0;           // calls read and compared one by one
-  bool stopped_early = false;        // reading stopped after the window
+  std::uint64_t index_calls = 0;    // every call of the log
+  std::uint64_t skipped_calls = 0;  // before the first differing group: compared by digest
+  std::uint64_t taken = 0;          // calls read and compared one by one
+  bool stopped_early = false;       // reading stopped after the window
 };
 
 std::uint32_t step_sources_of(std::uint64_t bits) {
@@ -79,7 +79,7 @@ std::size_t group_size(const std::vector<records::StepIndexEntry>& entries, std:
 // The step of the first call in a log (nullopt: it holds none, or cannot be read).
 std::optional<std::uint64_t> first_call_step(const RankLogFile& file, const StepNumbering& numbering) {
   std::string error;
-  const auto stream = RankLogStream::open(file, error);
+  const auto stream = RankLogStream::open(file, error, nullptr, records::LogAccess::kStreamed);
   CallInRun call;
   if (!stream) return std::nullopt;
   stream->number_steps(numbering);
@@ -159,7 +159,9 @@ class RankComparison {
     if (file == nullptr) return true;
     std::string error;
     bool no_header = false;
-    side.stream = RankLogStream::open(*file, error, &no_header);
+    // RATIONALE: streamed (several times faster than a mapping): what outlives the next call read is the pending
+    // calls, whose arrays take() keeps.
+    side.stream = RankLogStream::open(*file, error, &no_header, records::LogAccess::kStreamed);
     if (!side.stream) {
       if (no_header) {
         no_header_note = std::move(error);  // no records: compared as a rank this run has no log for
@@ -206,7 +208,8 @@ class RankComparison {
     }
     shortcut_ = true;
     result_.digest_shortcut = true;
-    for (auto [side, index, first] : {std::tuple{&a_, index_a, plan_->entry_a}, std::tuple{&b_, index_b, plan_->entry_b}}) {
+    for (auto [side, index, first] :
+         {std::tuple{&a_, index_a, plan_->entry_a}, std::tuple{&b_, index_b, plan_->entry_b}}) {
       for (std::size_t i = 0; i < index->entries.size(); ++i) {
         const records::StepIndexEntry& entry = index->entries[i];
         bool fresh = false;
@@ -231,7 +234,8 @@ class RankComparison {
   // classification kept, or the cap reached) and the call is after the window.
   bool past_window(const CallInRun& call) const {
     if (!shortcut_ || !result_.first) return false;
-    return result_.divergent.size() >= options_.divergent_calls_kept || (read_through_ && call.call.step > *read_through_);
+    return result_.divergent.size() >= options_.divergent_calls_kept ||
+           (read_through_ && call.call.step > *read_through_);
   }
 
   bool read_in_range(Side& side, CallInRun& call) {
@@ -277,7 +281,9 @@ class RankComparison {
     } else if (other.done) {
       unmatched(call, other, from_a);
     } else {
-      self.pending.emplace(key, call);
+      CallInRun kept = call;
+      kept.keep_arrays();
+      self.pending.emplace(key, std::move(kept));
     }
   }
 
@@ -310,8 +316,7 @@ class RankComparison {
     note_difference(meta, is_point_to_point(x.op) ? "peer" : "root", x.peer, y.peer, kNumber);
     // RATIONALE: steps from different sources (the job's marks, the optimizer, detnccl's inference) may number the
     // same iteration differently: the run-wide note says so (run_diff.cc), and such steps are not compared.
-    if (x.step != y.step &&
-        step_sources_comparable(step_source_bit(x.step_source), step_source_bit(y.step_source))) {
+    if (x.step != y.step && step_sources_comparable(step_source_bit(x.step_source), step_source_bit(y.step_source))) {
       note_difference(meta, "step", x.step, y.step, kNumber);
     }
     note_difference(meta, "communicator size", a.communicator.nranks, b.communicator.nranks, kNumber);
@@ -459,7 +464,8 @@ class RankComparison {
       result_.calls_a = a_.index_calls;
       result_.calls_b = b_.index_calls;
       result_.calls_read = a_.stream->calls_read() + b_.stream->calls_read();
-      for (const Side* side : {&a_, &b_}) result_.calls_not_read += side->index_calls - side->skipped_calls - side->taken;
+      for (const Side* side : {&a_, &b_})
+        result_.calls_not_read += side->index_calls - side->skipped_calls - side->taken;
       if (a_.stopped_early || b_.stopped_early) result_.read_through_step = read_through_.value_or(0);
     } else {
       result_.calls_read = (a_.stream ? a_.stream->calls_read() : 0) + (b_.stream ? b_.stream->calls_read() : 0);
@@ -523,13 +529,14 @@ void compare_rank_logs(const RankLogFile* a, const RankLogFile* b, const DiffOpt
 RankDigestPlan plan_rank_digests(const RankLogFile* a, const RankLogFile* b, const DiffOptions& options,
                                  RankDiff& result) {
   RankDigestPlan plan;
-  if (!options.use_step_index || options.from_step || options.to_step || options.step_numbering.infer ||
-      a == nullptr || b == nullptr) {
+  if (!options.use_step_index || options.from_step || options.to_step || options.step_numbering.infer || a == nullptr ||
+      b == nullptr) {
     return plan;
   }
   std::string error;
-  const auto stream_a = RankLogStream::open(*a, error);
-  const auto stream_b = RankLogStream::open(*b, error);
+  // Streamed: no mapping to set up and tear down for a header and a step index.
+  const auto stream_a = RankLogStream::open(*a, error, nullptr, records::LogAccess::kStreamed);
+  const auto stream_b = RankLogStream::open(*b, error, nullptr, records::LogAccess::kStreamed);
   if (!stream_a || !stream_b || stream_a->header().fingerprint_version != stream_b->header().fingerprint_version) {
     return plan;  // compare_rank_logs reads them, and says what is wrong with them
   }
@@ -539,7 +546,8 @@ RankDigestPlan plan_rank_digests(const RankLogFile* a, const RankLogFile* b, con
   // RATIONALE: a communicator's size and the rank's place in it are compared per call but not folded into the
   // digests; communicators that differ so are left to the calls.
   std::map<std::uint64_t, std::pair<std::uint32_t, std::uint32_t>> shapes;
-  for (const auto& communicator : x->communicators) shapes[communicator.ordinal] = {communicator.nranks, communicator.rank};
+  for (const auto& communicator : x->communicators)
+    shapes[communicator.ordinal] = {communicator.nranks, communicator.rank};
   for (const auto& communicator : y->communicators) {
     const auto found = shapes.find(communicator.ordinal);
     if (found != shapes.end() && found->second != std::pair{communicator.nranks, communicator.rank}) return plan;

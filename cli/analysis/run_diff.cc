@@ -83,8 +83,9 @@ RankFilePairs pair_rank_files(const RunLogs& a, const RunLogs& b, RunDiff& diff)
 void compare_rank_header(const RankFilePairs& pairs, std::size_t i, RankDiff& rank) {
   if (!rank.in_a || !rank.in_b) return;  // no log, or one without a header
   std::string error;
-  const auto stream_a = RankLogStream::open(*pairs[i].first, error);
-  const auto stream_b = RankLogStream::open(*pairs[i].second, error);
+  // Streamed: no mapping to set up and tear down for a header.
+  const auto stream_a = RankLogStream::open(*pairs[i].first, error, nullptr, records::LogAccess::kStreamed);
+  const auto stream_b = RankLogStream::open(*pairs[i].second, error, nullptr, records::LogAccess::kStreamed);
   if (!stream_a || !stream_b) {
     rank.header_error = error;
     return;

@@ -91,8 +91,9 @@ std::string refuse_single_file(const RunLogs& run, std::string_view command) {
   return message;
 }
 
-std::unique_ptr<RankLogStream> RankLogStream::open(const RankLogFile& file, std::string& error, bool* no_header) {
-  std::unique_ptr<RankLogStream> stream = open(file.path, error, no_header);
+std::unique_ptr<RankLogStream> RankLogStream::open(const RankLogFile& file, std::string& error, bool* no_header,
+                                                   records::LogAccess access) {
+  std::unique_ptr<RankLogStream> stream = open(file.path, error, no_header, access);
   if (stream) {
     if (std::string mismatch = rank_mismatch(file, stream->header()); !mismatch.empty()) {
       error = std::move(mismatch);
@@ -102,8 +103,9 @@ std::unique_ptr<RankLogStream> RankLogStream::open(const RankLogFile& file, std:
   return stream;
 }
 
-std::unique_ptr<RankLogStream> RankLogStream::open(const std::string& path, std::string& error, bool* no_header) {
-  records::OpenedLog opened = records::LogReader::open_file(path);
+std::unique_ptr<RankLogStream> RankLogStream::open(const std::string& path, std::string& error, bool* no_header,
+                                                   records::LogAccess access) {
+  records::OpenedLog opened = records::LogReader::open_file(path, access);
   if (no_header != nullptr) *no_header = opened.no_header;
   if (!opened.reader) {
     error = opened.error;
@@ -113,6 +115,49 @@ std::unique_ptr<RankLogStream> RankLogStream::open(const std::string& path, std:
   stream->reader_ = std::move(opened.reader);
   stream->path_ = path;
   return stream;
+}
+
+void CallInRun::keep_arrays() {
+  const records::CallRecord& c = call;
+  std::vector<std::uint64_t> arrays;
+  arrays.reserve(c.input_blocks.size() + c.output_blocks.size() + c.input_segments.size() + c.output_segments.size());
+  for (const auto span : {c.input_blocks, c.output_blocks, c.input_segments, c.output_segments}) {
+    arrays.insert(arrays.end(), span.begin(), span.end());
+  }
+  kept_ = std::move(arrays);
+  point_into_kept();
+}
+
+void CallInRun::point_into_kept() noexcept {
+  const std::uint64_t* at = kept_.data();
+  for (auto* span : {&call.input_blocks, &call.output_blocks, &call.input_segments, &call.output_segments}) {
+    *span = {at, span->size()};
+    at += span->size();
+  }
+}
+
+CallInRun::CallInRun(const CallInRun& other)
+    : call(other.call),
+      communicator(other.communicator),
+      collective_index(other.collective_index),
+      pair_index(other.pair_index),
+      kept_(other.kept_) {
+  // Only spans that point into other's kept arrays move to this one's: after keep_arrays(), a stream's next() may
+  // have put a new call (pointing into its reader) into other.
+  const auto into_other = [&](std::span<const std::uint64_t> span) {
+    return span.empty() ||
+           (span.data() >= other.kept_.data() && span.data() + span.size() <= other.kept_.data() + other.kept_.size());
+  };
+  const records::CallRecord& c = other.call;
+  if (!kept_.empty() && into_other(c.input_blocks) && into_other(c.output_blocks) && into_other(c.input_segments) &&
+      into_other(c.output_segments)) {
+    point_into_kept();
+  }
+}
+
+CallInRun& CallInRun::operator=(const CallInRun& other) {
+  if (this != &other) *this = CallInRun(other);
+  return *this;
 }
 
 namespace {
@@ -184,7 +229,7 @@ void RankLogStream::enter_group() {
 }
 
 bool RankLogStream::next(CallInRun& out) {
-  records::LogRecord record;
+  records::LogRecord& record = record_;
   while (reader_->next(record)) {
     if (seeked_) {
       while (next_group_ < step_index_->entries.size() &&

@@ -93,10 +93,27 @@ struct CommunicatorInfo {
 
 // A call record with its communicator and the positions that match it across ranks of the same run.
 struct CallInRun {
-  records::CallRecord call;  // spans point into the stream's reader (valid while the stream lives)
+  // Its spans point into the stream's reader: valid while the stream lives (a mapped log), or until the stream's next
+  // next() (a streamed one: records::LogAccess), unless keep_arrays() made them the CallInRun's own.
+  records::CallRecord call;
   CommunicatorInfo communicator;
   std::uint64_t collective_index = 0;  // collectives (not Send/Recv) issued on this communicator before it
   std::uint64_t pair_index = 0;        // Send/Recv: earlier calls of the same op to/from the same peer on it
+
+  // Copies the call's four arrays into this CallInRun and points its spans there, so that it outlives what its
+  // stream reads next. Copies and moves of it keep their own arrays.
+  void keep_arrays();
+
+  CallInRun() = default;
+  CallInRun(const CallInRun& other);
+  CallInRun& operator=(const CallInRun& other);
+  CallInRun(CallInRun&&) noexcept = default;  // a vector's move keeps its storage: the spans stay valid
+  CallInRun& operator=(CallInRun&&) noexcept = default;
+
+ private:
+  std::vector<std::uint64_t> kept_;  // the arrays, when kept: input blocks, output blocks, input and output segments
+  // Points the spans into kept_.
+  void point_into_kept() noexcept;
 };
 
 // How the offline tools number the steps of calls the job did not mark (--infer-steps, --step-boundary): the shim's
@@ -128,11 +145,15 @@ class RankLogStream {
   // Opens and validates a log; on failure returns null and sets error (names the file and why). no_header, when
   // given, is set to whether the file holds no header at all (records::OpenedLog::no_header: empty or zeros, left by
   // a writer killed before writing it): then error is a note, not unusable input, and the rank has no records.
-  static std::unique_ptr<RankLogStream> open(const std::string& path, std::string& error, bool* no_header = nullptr);
+  // access: how the file is read (records::LogAccess; streamed is faster, but each call's spans then last only until
+  // the next next(): CallInRun::keep_arrays).
+  static std::unique_ptr<RankLogStream> open(const std::string& path, std::string& error, bool* no_header = nullptr,
+                                             records::LogAccess access = records::LogAccess::kMapped);
 
   // The same for a run's log, also refusing a header whose rank is not the one in the file's name (a renamed or
   // copied file: its calls would be compared and matched as another rank's).
-  static std::unique_ptr<RankLogStream> open(const RankLogFile& file, std::string& error, bool* no_header = nullptr);
+  static std::unique_ptr<RankLogStream> open(const RankLogFile& file, std::string& error, bool* no_header = nullptr,
+                                             records::LogAccess access = records::LogAccess::kMapped);
 
   // The log's header.
   const records::LogHeader& header() const noexcept { return reader_->header(); }
@@ -180,6 +201,7 @@ class RankLogStream {
     std::unordered_map<std::uint64_t, std::uint64_t> pairs;  // (op, peer) -> calls so far
   };
   std::unique_ptr<records::LogReader> reader_;
+  records::LogRecord record_;  // reused: the reader decodes each call into the one it holds
   std::string path_;
   std::vector<records::CommunicatorRecord> communicators_;
   OrdinalMap<CommunicatorInfo> by_ordinal_;  // the latest communicator record of each ordinal

@@ -51,7 +51,8 @@ RunStats run_stats(const RunLogs& run, unsigned threads, std::atomic<std::size_t
             RankStats& rank = stats.ranks[i];
             rank.rank = run.logs[i].rank;
             bool no_header = false;
-            const auto stream = RankLogStream::open(run.logs[i], errors[i], &no_header);
+            // Streamed: each call is done with before the next is read.
+            const auto stream = RankLogStream::open(run.logs[i], errors[i], &no_header, records::LogAccess::kStreamed);
             if (!stream && no_header) {
               rank.no_header = true;  // no records: counted as a rank with no calls, not unusable input
               rank.end_message = std::move(errors[i]);
