@@ -611,7 +611,10 @@ RankRangeCheck check_rank_range(const RunLogs& run, const CheckOptions& options,
     for (const RankLogFile& file : run.logs) {
       std::string error;
       bool no_header = false;
-      std::unique_ptr<RankLogStream> stream = RankLogStream::open(file, error, &no_header);
+      // Streamed (records::LogAccess): no log is mapped, each reader holds one window of its file; the calls that
+      // wait for their matches keep their own arrays (below).
+      std::unique_ptr<RankLogStream> stream =
+          RankLogStream::open(file, error, &no_header, records::LogAccess::kStreamed);
       if (stream) stream->number_steps(options.step_numbering);
       if (!stream && !no_header) {
         part.error = error;
@@ -634,10 +637,11 @@ RankRangeCheck check_rank_range(const RunLogs& run, const CheckOptions& options,
       return part;
     }
     const std::size_t n = streams.size();
-    // RATIONALE: every rank's log is open at once; each keeps the pages behind its cursor resident until it gives
-    // them back, so the budget is shared: 256 MiB over all readers, between 64 KiB and 4 MiB each.
+    // RATIONALE: every rank's log is open at once, each reader with its window of the file (at most 256 KiB), so the
+    // budget is shared: 256 MiB over all readers, between 64 KiB and 4 MiB each.
     constexpr std::uint64_t kResidentBudget = 256u << 20;
-    const std::uint64_t release = std::clamp<std::uint64_t>(kResidentBudget / n, 64u << 10, 4u << 20);
+    std::uint64_t release = std::clamp<std::uint64_t>(kResidentBudget / n, 64u << 10, 4u << 20);
+    if (options.read_window_bytes != 0) release = std::min(release, options.read_window_bytes);
     for (const auto& stream : streams) stream->set_page_release_bytes(release);
     part.configuration = range.contains(readable.logs.front().rank);
     if (part.configuration) {
@@ -661,7 +665,10 @@ RankRangeCheck check_rank_range(const RunLogs& run, const CheckOptions& options,
         batches[i].clear();
         if (done[i]) return;
         CallInRun call;
-        while (batches[i].size() < per_round && streams[i]->next(call)) batches[i].push_back(call);
+        while (batches[i].size() < per_round && streams[i]->next(call)) {
+          batches[i].push_back(call);
+          batches[i].back().keep_arrays();  // the reader's window moves on before the call is matched
+        }
         if (batches[i].size() < per_round) done[i] = 1;
       });
       any = false;

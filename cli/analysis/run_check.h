@@ -70,6 +70,9 @@ struct CheckOptions {
   std::size_t findings_kept = 1000;                // findings beyond this are counted, not kept
   std::atomic<std::size_t>* calls_done = nullptr;  // progress: calls read so far
   StepNumbering step_numbering;                    // --infer-steps, --step-boundary
+  // How much of each log a reader reads at a time, at most (the share of check's budget otherwise); 0: that share.
+  // Calls waiting for their matches must not depend on what the readers read next: the tests check with one page.
+  std::uint64_t read_window_bytes = 0;
 };
 
 // The whole check.

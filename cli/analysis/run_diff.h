@@ -215,6 +215,9 @@ struct DiffOptions {
   // rank's first differing step (RankDiff::digest_shortcut); false is --all-records. Not with a step range or
   // --infer-steps (the digests are of the steps as written).
   bool use_step_index = true;
+  // How much of each log a reader reads at a time (records::LogReader::set_page_release_bytes); 0: its default. Calls
+  // read earlier must not depend on what the reader reads next: the tests compare with a window of one page.
+  std::uint64_t read_window_bytes = 0;
 };
 
 // The whole comparison.
