@@ -1146,7 +1146,7 @@ TEST_F(Analysis, CheckNotesDiagnosticSettingsAndNamesNoFalseMajority) {
 // After a call missing in one run, the runs' calls are matched out of step: calls wait for their counterparts, with
 // their segment digests, while the readers read on (diff() also reads one page at a time and expects the same
 // answers).
-TEST_F(Analysis, CallsWaitingForTheirMatchAfterAGapKeepTheirSegmentDigests) {
+TEST_F(Analysis, TheShortcutNamesACallMissingBeforeItStopsReading) {
   SyntheticRunSpec base;
   base.steps = 6;
   base.segments = 4;
