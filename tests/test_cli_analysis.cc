@@ -1141,8 +1141,6 @@ TEST_F(Analysis, CheckNotesDiagnosticSettingsAndNamesNoFalseMajority) {
   }
 }
 
-// A run that made fewer calls and closed its logs cleanly did not crash; a call absent from the middle of a clean log
-// is neither.
 // After a call missing in one run, the runs' calls are matched out of step: calls wait for their counterparts, with
 // their segment digests, while the readers read on (diff() also reads one page at a time and expects the same
 // answers).
@@ -1182,6 +1180,8 @@ TEST_F(Analysis, TheShortcutNamesACallMissingBeforeItStopsReading) {
   EXPECT_EQ(full.ranks[0].differing, 2u);  // the gap, and step 4's perturbed AllReduce after it
 }
 
+// A run that made fewer calls and closed its logs cleanly did not crash; a call absent from the middle of a clean log
+// is neither.
 TEST_F(Analysis, AMissingCallSaysWhetherTheRunStoppedMadeFewerCallsOrSkippedOne) {
   SyntheticRunSpec fewer;
   fewer.steps = 3;
