@@ -65,44 +65,59 @@ int check_command(const CheckCommandOptions& options) {
   return print_check_report(options, result, "check");
 }
 
+json check_json(const CheckCommandOptions& options, const CheckResult& result) {
+  json out = {{"run", options.run}};
+  if (!result.error.empty()) {
+    out["verdict"] = "unusable";
+    out["error"] = result.error;
+  } else {
+    out["verdict"] = result.undecided() ? "undecided" : result.clean() ? "consistent" : "inconsistent";
+    out["ranks"] = result.ranks;
+    out["calls"] = result.calls;
+    out["collectives"] = result.collectives;
+    out["point_to_point_pairs"] = result.point_to_point_pairs;
+    out["content_checks"] = result.content_checks;
+    out["content_unchecked"] = result.content_unchecked;
+    if (result.folded_blocks_unchecked > 0) out["folded_blocks_unchecked"] = result.folded_blocks_unchecked;
+    out["truncated_ranks"] = result.truncated_ranks;
+    out["not_checked"] = result.not_checked;
+    json counts = json::object();
+    for (const auto& [kind, count] : result.finding_counts)
+      counts[std::string(analysis::check_finding_name(kind))] = count;
+    out["finding_counts"] = counts;
+    json findings = json::array();
+    for (const CheckFinding& f : result.findings) {
+      findings.push_back({{"kind", analysis::check_finding_name(f.kind)},
+                          {"comm_id", hash::format_digest(f.comm_id)},
+                          {"index", f.index},
+                          {"count", f.count},
+                          {"op", records::op_name(f.op)},
+                          {"step", f.step},
+                          {"ranks", f.ranks},
+                          {"message", f.message}});
+    }
+    out["findings"] = findings;
+    out["notes"] = result.notes;
+    out["config_notes"] = result.config_notes;
+    out["unknown_records"] = result.unknown_records;
+  }
+  return out;
+}
+
+int check_exit_status(const CheckResult& result) {
+  if (!result.error.empty() || result.undecided()) return kExitUnusable;
+  return result.clean() ? kExitSame : kExitDiffers;
+}
+
+std::string check_verdict_text(const CheckResult& result) {
+  if (!result.error.empty()) return "UNUSABLE";
+  if (result.undecided()) return "UNDECIDED";
+  return result.clean() ? "CONSISTENT" : "INCONSISTENT";
+}
+
 int print_check_report(const CheckCommandOptions& options, const CheckResult& result, const char* command) {
   if (options.json) {
-    json out = {{"run", options.run}};
-    if (!result.error.empty()) {
-      out["verdict"] = "unusable";
-      out["error"] = result.error;
-    } else {
-      out["verdict"] = result.undecided() ? "undecided" : result.clean() ? "consistent" : "inconsistent";
-      out["ranks"] = result.ranks;
-      out["calls"] = result.calls;
-      out["collectives"] = result.collectives;
-      out["point_to_point_pairs"] = result.point_to_point_pairs;
-      out["content_checks"] = result.content_checks;
-      out["content_unchecked"] = result.content_unchecked;
-      if (result.folded_blocks_unchecked > 0) out["folded_blocks_unchecked"] = result.folded_blocks_unchecked;
-      out["truncated_ranks"] = result.truncated_ranks;
-      out["not_checked"] = result.not_checked;
-      json counts = json::object();
-      for (const auto& [kind, count] : result.finding_counts)
-        counts[std::string(analysis::check_finding_name(kind))] = count;
-      out["finding_counts"] = counts;
-      json findings = json::array();
-      for (const CheckFinding& f : result.findings) {
-        findings.push_back({{"kind", analysis::check_finding_name(f.kind)},
-                            {"comm_id", hash::format_digest(f.comm_id)},
-                            {"index", f.index},
-                            {"count", f.count},
-                            {"op", records::op_name(f.op)},
-                            {"step", f.step},
-                            {"ranks", f.ranks},
-                            {"message", f.message}});
-      }
-      out["findings"] = findings;
-      out["notes"] = result.notes;
-      out["config_notes"] = result.config_notes;
-      out["unknown_records"] = result.unknown_records;
-    }
-    std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+    std::cout << check_json(options, result).dump(2, ' ', false, json::error_handler_t::replace) << "\n";
   }
   if (!result.error.empty()) {
     std::cerr << "detnccl " << command << ": unusable input: " << result.error << "\n";

@@ -30,6 +30,7 @@ inline constexpr int kExitUnusable = 2;  // unusable input or bad arguments (the
   X(merge, "Merge the partial results of one diff or check split by rank ranges (--ranks A-B --partial)")           \
   X(check, "Check one run across its ranks: same collectives on every member, consistent contents")                 \
   X(stats, "Calls and bytes per operation, communicator and rank; steps; truncated logs")                           \
+  X(report, "Write one self-contained HTML page of a diff (two runs) or a check and stats (one run)")               \
   X(run, "Run a command (torchrun, srun, mpirun, hostnccl-run, a script) with the shim preloaded and DETNCCL_* set")
 
 // What runs a subcommand once its arguments are parsed; returns the exit status.
@@ -118,6 +119,23 @@ struct StatsCommandOptions {
   unsigned threads = 0;
 };
 int stats_command(const StatsCommandOptions& options);
+
+// `detnccl report RUN_A [RUN_B] -o PAGE`: one HTML file (scripts, styles and data inline) of a diff of two runs, or of
+// a check and the stats of one run; --json prints the data the page embeds.
+struct ReportCommandOptions {
+  std::string run_a;
+  std::optional<std::string> run_b;   // absent: a check and stats report of run_a
+  std::optional<std::string> output;  // -o: the page's path
+  std::optional<std::uint64_t> from_step;
+  std::optional<std::uint64_t> to_step;
+  StepNumberingArguments step_numbering;  // --infer-steps, --step-boundary (cli/step_numbering_options.h)
+  bool all_records = false;               // --all-records, as diff's
+  bool no_stats = false;                  // --no-stats: no stats panel (stats reads every record)
+  bool json = false;
+  bool verbose = false;
+  unsigned threads = 0;
+};
+int report_command(const ReportCommandOptions& options);
 
 // `detnccl run [OPTIONS] -- COMMAND [ARGS...]`: execs COMMAND with the shim preloaded, the PyTorch step hook first on
 // PYTHONPATH (unless no_python_steps) and DETNCCL_* set from the options (an option not given leaves the

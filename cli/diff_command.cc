@@ -438,84 +438,98 @@ int diff_command(const DiffCommandOptions& options) {
   return print_diff_report(options, diff, "diff");
 }
 
+json diff_json(const DiffCommandOptions& options, const RunDiff& diff) {
+  json out = {{"verdict", verdict(diff)}, {"run_a", options.run_a}, {"run_b", options.run_b}};
+  if (!diff.error.empty()) {
+    out["error"] = diff.error;
+  } else {
+    out["from_step"] = options.from_step ? json(*options.from_step) : json(nullptr);
+    out["to_step"] = options.to_step ? json(*options.to_step) : json(nullptr);
+    json config = json::array();
+    for (const auto& c : diff.config_differences) {
+      config.push_back(
+          {{"field", c.field}, {"a", c.a}, {"b", c.b}, {"first_rank", c.first_rank}, {"ranks", c.rank_count}});
+    }
+    out["config_differences"] = config;
+    json notes = json::array();
+    for (const auto& c : diff.config_notes) {
+      notes.push_back(
+          {{"field", c.field}, {"a", c.a}, {"b", c.b}, {"first_rank", c.first_rank}, {"ranks", c.rank_count}});
+    }
+    out["config_notes"] = notes;
+    out["first_divergence"] = diff.first ? divergence_json(*diff.first) : json(nullptr);
+    out["receivers"] = diff.receivers;
+    out["stopped"] = diff.stopped;
+    json ranks = json::array();
+    for (const RankDiff& rank : diff.ranks) ranks.push_back(rank_json(rank));
+    out["ranks"] = ranks;
+    out["notes"] = diff.notes;
+    out["unknown_records"] = diff.unknown_records;
+    out["step_sources"] = {{"a", analysis::step_source_names(diff.step_sources_a)},
+                           {"b", analysis::step_source_names(diff.step_sources_b)}};
+    out["steps_comparable"] = diff.steps_comparable;
+    out["steps_matching"] = diff.steps_matching;
+    {
+      json shortcut = {{"ranks", 0}, {"calls_read", 0}, {"calls_matched_by_digest", 0}, {"calls_not_read", 0}};
+      std::optional<std::uint64_t> read_through;
+      for (const RankDiff& rank : diff.ranks) {
+        shortcut["ranks"] = shortcut["ranks"].get<std::uint64_t>() + (rank.digest_shortcut ? 1 : 0);
+        shortcut["calls_read"] = shortcut["calls_read"].get<std::uint64_t>() + rank.calls_read;
+        shortcut["calls_matched_by_digest"] =
+            shortcut["calls_matched_by_digest"].get<std::uint64_t>() + rank.calls_matched_by_digest;
+        shortcut["calls_not_read"] = shortcut["calls_not_read"].get<std::uint64_t>() + rank.calls_not_read;
+        if (rank.read_through_step) read_through = rank.read_through_step;
+      }
+      shortcut["read_through_step"] = read_through ? json(*read_through) : json(nullptr);
+      out["step_index"] = shortcut;
+    }
+    if (diff.first_step) {
+      const analysis::StepDivergence& s = *diff.first_step;
+      json step = {{"rank", s.rank},
+                   {"step", s.step},
+                   {"kind", step_kind(s)},
+                   {"role", analysis::divergence_role_name(s.role)},
+                   {"comm_ordinal", s.comm_ordinal},
+                   {"comm_id", hex(s.comm_id)},
+                   {"in_a", s.in_a},
+                   {"in_b", s.in_b},
+                   {"calls_a", s.a.calls},
+                   {"calls_b", s.b.calls},
+                   {"input_differs", s.input_differs},
+                   {"output_differs", s.output_differs}};
+      out["first_step_divergence"] = step;
+      out["first_step_ranks"] = diff.first_step_ranks;
+      out["rerun"] = analysis::rerun_settings(diff);
+    } else {
+      out["first_step_divergence"] = nullptr;
+    }
+  }
+  return out;
+}
+
+std::string diff_verdict_text(const RunDiff& diff) {
+  if (!diff.error.empty()) return "UNUSABLE";
+  if (diff.undecided) return "UNDECIDED";
+  if (diff.identical()) return diff.metadata_only() ? "IDENTICAL METADATA" : "IDENTICAL";
+  return "DIVERGED";
+}
+
+int diff_exit_status(const RunDiff& diff) {
+  if (!diff.error.empty() || diff.undecided) return kExitUnusable;
+  return diff.identical() ? kExitSame : kExitDiffers;
+}
+
 int print_diff_report(const DiffCommandOptions& options, const RunDiff& diff, const char* command) {
   if (options.json) {
-    json out = {{"verdict", verdict(diff)}, {"run_a", options.run_a}, {"run_b", options.run_b}};
-    if (!diff.error.empty()) {
-      out["error"] = diff.error;
-    } else {
-      out["from_step"] = options.from_step ? json(*options.from_step) : json(nullptr);
-      out["to_step"] = options.to_step ? json(*options.to_step) : json(nullptr);
-      json config = json::array();
-      for (const auto& c : diff.config_differences) {
-        config.push_back(
-            {{"field", c.field}, {"a", c.a}, {"b", c.b}, {"first_rank", c.first_rank}, {"ranks", c.rank_count}});
-      }
-      out["config_differences"] = config;
-      json notes = json::array();
-      for (const auto& c : diff.config_notes) {
-        notes.push_back(
-            {{"field", c.field}, {"a", c.a}, {"b", c.b}, {"first_rank", c.first_rank}, {"ranks", c.rank_count}});
-      }
-      out["config_notes"] = notes;
-      out["first_divergence"] = diff.first ? divergence_json(*diff.first) : json(nullptr);
-      out["receivers"] = diff.receivers;
-      out["stopped"] = diff.stopped;
-      json ranks = json::array();
-      for (const RankDiff& rank : diff.ranks) ranks.push_back(rank_json(rank));
-      out["ranks"] = ranks;
-      out["notes"] = diff.notes;
-      out["unknown_records"] = diff.unknown_records;
-      out["step_sources"] = {{"a", analysis::step_source_names(diff.step_sources_a)},
-                             {"b", analysis::step_source_names(diff.step_sources_b)}};
-      out["steps_comparable"] = diff.steps_comparable;
-      out["steps_matching"] = diff.steps_matching;
-      {
-        json shortcut = {{"ranks", 0}, {"calls_read", 0}, {"calls_matched_by_digest", 0}, {"calls_not_read", 0}};
-        std::optional<std::uint64_t> read_through;
-        for (const RankDiff& rank : diff.ranks) {
-          shortcut["ranks"] = shortcut["ranks"].get<std::uint64_t>() + (rank.digest_shortcut ? 1 : 0);
-          shortcut["calls_read"] = shortcut["calls_read"].get<std::uint64_t>() + rank.calls_read;
-          shortcut["calls_matched_by_digest"] =
-              shortcut["calls_matched_by_digest"].get<std::uint64_t>() + rank.calls_matched_by_digest;
-          shortcut["calls_not_read"] = shortcut["calls_not_read"].get<std::uint64_t>() + rank.calls_not_read;
-          if (rank.read_through_step) read_through = rank.read_through_step;
-        }
-        shortcut["read_through_step"] = read_through ? json(*read_through) : json(nullptr);
-        out["step_index"] = shortcut;
-      }
-      if (diff.first_step) {
-        const analysis::StepDivergence& s = *diff.first_step;
-        json step = {{"rank", s.rank},
-                     {"step", s.step},
-                     {"kind", step_kind(s)},
-                     {"role", analysis::divergence_role_name(s.role)},
-                     {"comm_ordinal", s.comm_ordinal},
-                     {"comm_id", hex(s.comm_id)},
-                     {"in_a", s.in_a},
-                     {"in_b", s.in_b},
-                     {"calls_a", s.a.calls},
-                     {"calls_b", s.b.calls},
-                     {"input_differs", s.input_differs},
-                     {"output_differs", s.output_differs}};
-        out["first_step_divergence"] = step;
-        out["first_step_ranks"] = diff.first_step_ranks;
-        out["rerun"] = analysis::rerun_settings(diff);
-      } else {
-        out["first_step_divergence"] = nullptr;
-      }
-    }
-    std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+    std::cout << diff_json(options, diff).dump(2, ' ', false, json::error_handler_t::replace) << "\n";
   } else if (diff.error.empty()) {
     print_text(options, diff);
   }
   if (!diff.error.empty()) {
     std::cerr << "detnccl " << command << ": "
               << (diff.nothing_in_range || !diff.steps_comparable ? "" : "unusable input: ") << diff.error << "\n";
-    return kExitUnusable;
   }
-  if (diff.undecided) return kExitUnusable;
-  return diff.identical() ? kExitSame : kExitDiffers;
+  return diff_exit_status(diff);
 }
 
 }  // namespace detnccl::cli

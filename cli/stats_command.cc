@@ -8,6 +8,7 @@
 #include "cli/analysis/call_matching.h"
 #include "cli/analysis/run_stats.h"
 #include "cli/commands.h"
+#include "cli/stats_report.h"
 #include "cli/step_numbering_options.h"
 #include "cli/terminal.h"
 #include "hash/fingerprint.h"
@@ -71,6 +72,52 @@ std::string step_sources_text(std::uint32_t sources) {
 
 }  // namespace
 
+json stats_json(const std::string& run, const analysis::RunStats& stats, bool every_rank) {
+  json out = {{"run", run}, {"ranks", stats.ranks.size()}, {"total", volume_json(stats.total)}};
+  out["first_step"] = stats.first_step ? json(*stats.first_step) : json(nullptr);
+  out["last_step"] = stats.last_step ? json(*stats.last_step) : json(nullptr);
+  out["step_sources"] = analysis::step_source_names(stats.step_sources);
+  json per_op = json::object();
+  for (const auto& [op, volume] : stats.per_op) per_op[std::string(records::op_name(op))] = volume_json(volume);
+  out["per_op"] = per_op;
+  json communicators = json::array();
+  for (const auto& [id, c] : stats.per_communicator) {
+    json entry = volume_json(c.total);
+    entry["id"] = hash::format_digest(id);
+    entry["nranks"] = c.nranks;
+    entry["members_seen"] = c.members_seen;
+    communicators.push_back(entry);
+  }
+  out["per_communicator"] = communicators;
+  json ranks = json::array();
+  for (const auto& rank : stats.ranks) {
+    if (!every_rank && rank.end == records::LogEndKind::kClosed && !rank.no_header) continue;
+    json entry = volume_json(rank.total);
+    entry["rank"] = rank.rank;
+    entry["end"] = end_name(rank);
+    entry["end_message"] = rank.end_message;
+    entry["unknown_records"] = rank.unknown_records;
+    entry["first_step"] = rank.first_step ? json(*rank.first_step) : json(nullptr);
+    entry["last_step"] = rank.last_step ? json(*rank.last_step) : json(nullptr);
+    json ops = json::object();
+    for (const auto& [op, volume] : rank.per_op) ops[std::string(records::op_name(op))] = volume_json(volume);
+    entry["per_op"] = ops;
+    ranks.push_back(entry);
+  }
+  out["per_rank"] = ranks;
+  if (stats.jobs.mixed()) {
+    // Present only when the directory mixes jobs (docs/cli.md): each job's ranks and world communicator.
+    json jobs = json::array();
+    for (std::size_t g = 0; g < stats.jobs.ranks.size(); ++g) {
+      jobs.push_back({{"ranks", stats.jobs.ranks[g]},
+                      {"world_communicator", hash::format_digest(stats.jobs.world_communicators[g].id)}});
+    }
+    out["jobs"] = jobs;
+    out["jobs_message"] = analysis::describe_job_groups(stats.jobs);
+  }
+  return out;
+}
+
 int stats_command(const StatsCommandOptions& options) {
   const analysis::RunLogs run = analysis::list_run(options.run);
   std::atomic<std::size_t> done{0};
@@ -97,48 +144,7 @@ int stats_command(const StatsCommandOptions& options) {
     if (rank.total.bytes_overflowed) ranks_overflowed.push_back(rank.rank);
   }
   if (options.json) {
-    json out = {{"run", options.run}, {"ranks", stats.ranks.size()}, {"total", volume_json(stats.total)}};
-    out["first_step"] = stats.first_step ? json(*stats.first_step) : json(nullptr);
-    out["last_step"] = stats.last_step ? json(*stats.last_step) : json(nullptr);
-    out["step_sources"] = analysis::step_source_names(stats.step_sources);
-    json per_op = json::object();
-    for (const auto& [op, volume] : stats.per_op) per_op[std::string(records::op_name(op))] = volume_json(volume);
-    out["per_op"] = per_op;
-    json communicators = json::array();
-    for (const auto& [id, c] : stats.per_communicator) {
-      json entry = volume_json(c.total);
-      entry["id"] = hash::format_digest(id);
-      entry["nranks"] = c.nranks;
-      entry["members_seen"] = c.members_seen;
-      communicators.push_back(entry);
-    }
-    out["per_communicator"] = communicators;
-    json ranks = json::array();
-    for (const auto& rank : stats.ranks) {
-      json entry = volume_json(rank.total);
-      entry["rank"] = rank.rank;
-      entry["end"] = end_name(rank);
-      entry["end_message"] = rank.end_message;
-      entry["unknown_records"] = rank.unknown_records;
-      entry["first_step"] = rank.first_step ? json(*rank.first_step) : json(nullptr);
-      entry["last_step"] = rank.last_step ? json(*rank.last_step) : json(nullptr);
-      json ops = json::object();
-      for (const auto& [op, volume] : rank.per_op) ops[std::string(records::op_name(op))] = volume_json(volume);
-      entry["per_op"] = ops;
-      ranks.push_back(entry);
-    }
-    out["per_rank"] = ranks;
-    if (stats.jobs.mixed()) {
-      // Present only when the directory mixes jobs (docs/cli.md): each job's ranks and world communicator.
-      json jobs = json::array();
-      for (std::size_t g = 0; g < stats.jobs.ranks.size(); ++g) {
-        jobs.push_back({{"ranks", stats.jobs.ranks[g]},
-                        {"world_communicator", hash::format_digest(stats.jobs.world_communicators[g].id)}});
-      }
-      out["jobs"] = jobs;
-      out["jobs_message"] = analysis::describe_job_groups(stats.jobs);
-    }
-    std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+    std::cout << stats_json(options.run, stats, true).dump(2, ' ', false, json::error_handler_t::replace) << "\n";
     return kExitSame;
   }
 

@@ -12,6 +12,7 @@
 #                      tree) and run its binaries, instead of build/$PRESET
 #     --no-build       build nothing: run the binaries already in the build directory
 #     --keep           keep the traces (the directory is printed at the end)
+#     --report FILE    where `detnccl report` writes the HTML page of part 3's pair (default: BUILD_DIR/demo-report.html)
 set -euo pipefail
 
 usage() { sed -n '2,/^[^#]/{s/^# \{0,1\}//p}' "$0"; }
@@ -19,6 +20,7 @@ preset="${PRESET:-release}"
 build_dir=""  # empty: the preset's own, build/$preset
 do_build=1
 keep=0
+report=""  # empty: BUILD_DIR/demo-report.html
 while (($#)); do
   case "$1" in
     --no-build) do_build=0 ;;
@@ -29,6 +31,12 @@ while (($#)); do
       build_dir="$(realpath -m -- "$2")"  # relative to where the script was started from
       shift ;;
     --keep) keep=1 ;;
+    --report)
+      if (($# < 2)) || [[ -z "$2" || "$2" == -* ]]; then
+        echo "demo.sh: --report needs a file (try --help)" >&2; exit 2
+      fi
+      report="$(realpath -m -- "$2")"
+      shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "demo.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
@@ -136,6 +144,11 @@ receivers="$(field "', '.join(str(r) for r in d['receivers'])")"
 [[ -n "$receivers" ]] || fail "no receivers were named"
 echo "   -> detnccl diff: origin on rank $perturb_rank at step $perturb_step, kind 'input' (the data entering the" \
      "AllReduce already differed: the cause is the compute before it); receivers: ranks $receivers"
+[[ -n "$report" ]] || report="$build_dir/demo-report.html"
+report_status=0
+"$cli" report "$traces/det-a" "$traces/perturbed" -o "$report" 2>"$work/report.err" || report_status=$?
+[[ "$report_status" == 1 && -s "$report" ]] || { cat "$work/report.err" >&2; fail "detnccl report did not write $report with diff's exit status 1"; }
+echo "   -> detnccl report: the picture of it, one HTML file to open in a browser: $report"
 
 echo
 echo "== 4. A deterministic run resumed from the checkpoint written after step $resume_step"

@@ -18,6 +18,7 @@
 #include "cli/analysis/run_diff.h"
 #include "cli/analysis/run_jobs.h"
 #include "cli/analysis/run_logs.h"
+#include "cli/analysis/run_map.h"
 #include "cli/analysis/run_stats.h"
 #include "config/config.h"
 #include "tests/test_cli_synthetic_run.h"
@@ -1470,6 +1471,159 @@ TEST_F(Analysis, TheStepIndexShortcutReadsOnlyFromTheFirstDifferingStep) {
   // Rank 2 reads step 30 of both runs; other ranks' outputs at step 30 differ only where they meet rank 2's data.
   EXPECT_LE(read, 2 * spec.ranks * spec.calls_per_step);
   EXPECT_LT(read * 10, calls) << read << " of " << calls << " calls read";
+}
+
+// ---- `detnccl report`'s data (cli/analysis/run_map.h): computed from diff's and check's results ----
+
+using detnccl::analysis::CellStatus;
+
+// The map's status of every step of a rank, as one string of status numbers ("1113444"): short expectations.
+std::string row_text(const detnccl::analysis::StepMap& map, std::uint32_t rank) {
+  std::string text;
+  for (std::uint64_t step = *map.first_step; step <= *map.last_step; ++step) {
+    text += static_cast<char>('0' + static_cast<int>(map.at(rank, step)));
+  }
+  return text;
+}
+
+TEST_F(Analysis, ReportMapShowsTheOriginItsReceiversAndWhatDivergedAfter) {
+  // Rank 2's inputs differ at step 3 of 6 and reach every rank at that step (as in the origin test above); at step 5
+  // only rank 1's AllReduce output differs, alone: a second, independent origin, later.
+  SyntheticRunSpec a;
+  a.steps = 6;
+  SyntheticRunSpec b = a;
+  b.hook = [](std::uint32_t rank, CallFields& call, Blocks&, Blocks& output_blocks, Blocks&, Blocks&) {
+    if (call.step == 3) {
+      if (rank == 2 && call.op != OpId::kRecv && call.op != OpId::kAlltoAll) call.input_fingerprint ^= 1;
+      if (call.op == OpId::kAllReduce || call.op == OpId::kAllGather) call.output_fingerprint ^= 1;
+      if (call.op == OpId::kAllGather) output_blocks[2] ^= 1;
+      if (call.op == OpId::kRecv && rank == 3) call.output_fingerprint ^= 1;
+    }
+    if (call.step == 5 && rank == 1 && call.op == OpId::kAllReduce) call.output_fingerprint ^= 1;
+    return true;
+  };
+  write("a", a);
+  write("b", b);
+  detnccl::analysis::DiffOptions every_record;
+  every_record.use_step_index = false;
+  const auto result = diff("a", "b", every_record);
+  ASSERT_TRUE(result.first.has_value());
+  const auto map = detnccl::analysis::diff_step_map(result, std::nullopt, std::nullopt);
+  ASSERT_EQ(map.first_step, 0u);
+  ASSERT_EQ(map.last_step, 5u);
+  ASSERT_EQ(map.ranks.size(), 4u);
+  // 1 identical, 3 origin, 4 receiver, 6 diverged.
+  EXPECT_EQ(row_text(map, 2), "111311");
+  EXPECT_EQ(row_text(map, 0), "111411");
+  EXPECT_EQ(row_text(map, 3), "111411");
+  EXPECT_EQ(row_text(map, 1), "111416");
+  EXPECT_EQ(map.at(9, 0), CellStatus::kNotTraced);
+  // The runs encode each row's steps: their lengths add up to the map's width.
+  for (const auto& row : map.ranks) {
+    std::uint64_t width = 0;
+    for (const auto& run : row.runs) width += run.steps;
+    EXPECT_EQ(width, 6u) << "rank " << row.rank;
+  }
+  // With the step-index shortcut diff stops reading after step 3 (the last step any rank first differs at): what
+  // comes after is not compared, never called identical.
+  const auto shortcut = diff("a", "b");
+  EXPECT_EQ(row_text(detnccl::analysis::diff_step_map(shortcut, std::nullopt, std::nullopt), 1), "111488");
+  // A step range narrows the map to it.
+  const auto ranged = detnccl::analysis::diff_step_map(result, 2, 4);
+  EXPECT_EQ(ranged.first_step, 2u);
+  EXPECT_EQ(ranged.last_step, 4u);
+
+  // The timeline of rank 2 on its one communicator: 8 calls that matched, then its first divergent call (the step's
+  // AllReduce, input and output differ), as the analysis kept them.
+  const auto& rank2 = result.ranks[2];
+  const auto timelines = detnccl::analysis::rank_timelines(rank2, 8, 24);
+  ASSERT_EQ(timelines.size(), 1u);
+  EXPECT_EQ(timelines[0].comm_id, detnccl::test::kSyntheticCommunicatorId);
+  EXPECT_EQ(timelines[0].first_comm_seq, 3 * 12u - 8);
+  ASSERT_EQ(timelines[0].verdicts.size(), 32u);
+  EXPECT_EQ(timelines[0].verdicts.substr(0, 9), "========b");
+  EXPECT_EQ(timelines[0].steps[8], 3u);
+  EXPECT_TRUE(detnccl::analysis::rank_timelines(result.ranks[0], 8, 24).size() == 1u);
+
+  // The next command: the narrow re-trace of the origin's step and rank.
+  const auto next = detnccl::analysis::next_command(result, "runs/a", "runs/b");
+  EXPECT_EQ(next.command, "detnccl run --trace segments --steps 3 --ranks 2 -- JOB");
+  EXPECT_FALSE(next.why.empty());
+
+  // Every rank is a member of the synthetic run's one communicator, at its own rank.
+  std::vector<std::pair<std::uint32_t, const std::vector<detnccl::records::CommunicatorRecord>*>> members;
+  for (const auto& rank : result.ranks) members.emplace_back(rank.rank, &rank.communicators_a);
+  const auto communicators = detnccl::analysis::communicator_members(members);
+  ASSERT_EQ(communicators.size(), 1u);
+  EXPECT_EQ(communicators[0].nranks, 4u);
+  EXPECT_EQ(communicators[0].members, (std::vector<std::uint32_t>{0, 1, 2, 3}));
+}
+
+TEST_F(Analysis, ReportMapOfIdenticalRunsAndOfARunThatStopped) {
+  write("a", {});
+  write("same", {});
+  const auto identical = diff("a", "same");
+  const auto map = detnccl::analysis::diff_step_map(identical, std::nullopt, std::nullopt);
+  for (std::uint32_t rank = 0; rank < 4; ++rank) EXPECT_EQ(row_text(map, rank), "1111") << rank;
+  EXPECT_TRUE(detnccl::analysis::next_command(identical, "a", "same").command.empty());
+
+  SyntheticRunSpec b;
+  b.close_logs = false;
+  b.hook = [](std::uint32_t rank, CallFields& call, Blocks&, Blocks&, Blocks&, Blocks&) {
+    return !(rank == 1 && call.step >= 2);
+  };
+  write("b", b);
+  const auto stopped = diff("a", "b");
+  ASSERT_TRUE(stopped.first.has_value());
+  const auto torn = detnccl::analysis::diff_step_map(stopped, std::nullopt, std::nullopt);
+  EXPECT_EQ(row_text(torn, 1), "1177");  // 7: missing in run B from step 2 on
+  EXPECT_EQ(detnccl::analysis::next_command(stopped, "a", "b").command, "detnccl stats b -v");
+}
+
+TEST_F(Analysis, ReportMapOfStepDigestsTakesTheirStepsAndStopsAtTheFirstDifference) {
+  // DETNCCL_TRACE=steps logs hold no call: the map's steps come from the digests (RankDiff::first_digest_step_a...),
+  // and diff compares each communicator's digests only up to the first that differs.
+  detnccl::analysis::RunDiff result;
+  detnccl::analysis::RankDiff rank;
+  rank.rank = 0;
+  rank.in_a = rank.in_b = true;
+  rank.digests_compared = true;
+  rank.first_digest_step_a = rank.first_digest_step_b = 10;
+  rank.last_digest_step_a = rank.last_digest_step_b = 15;
+  detnccl::analysis::StepDivergence step;
+  step.step = 12;
+  step.in_a = step.in_b = true;
+  step.input_differs = true;
+  step.role = DivergenceRole::kReceiver;
+  rank.first_step = step;
+  result.ranks.push_back(rank);
+  result.first_step = step;
+  const auto map = detnccl::analysis::diff_step_map(result, std::nullopt, std::nullopt);
+  ASSERT_EQ(map.first_step, 10u);
+  EXPECT_EQ(row_text(map, 0), "114888");
+}
+
+TEST_F(Analysis, ReportMapOfACheckNamesTheFindingsRanksAtTheirSteps) {
+  SyntheticRunSpec spec;
+  spec.close_logs = false;
+  spec.hook = [](std::uint32_t rank, CallFields& call, Blocks&, Blocks&, Blocks&, Blocks&) {
+    return !(rank == 2 && call.step >= 3);
+  };
+  write("a", spec);
+  const auto result = check("a");
+  const auto stats = detnccl::analysis::run_stats(detnccl::analysis::list_run(dir_.run("a")));
+  const auto map = detnccl::analysis::check_step_map(result, stats);
+  ASSERT_EQ(map.first_step, 0u);
+  ASSERT_EQ(map.last_step, 3u);
+  EXPECT_EQ(map.at(2, 3), CellStatus::kMissing);  // did not join the step's collectives
+  EXPECT_EQ(row_text(map, 2).substr(0, 3), "111");
+  // Its ring neighbours' Sends and Recvs with it have no partner: the findings name them at step 3.
+  for (const auto& finding : result.findings) {
+    if (finding.kind != CheckFindingKind::kUnmatchedPointToPoint) continue;
+    for (const std::uint32_t rank : finding.ranks) {
+      EXPECT_EQ(map.at(rank, finding.step), rank == 2 ? CellStatus::kMissing : CellStatus::kOrigin) << rank;
+    }
+  }
 }
 
 }  // namespace

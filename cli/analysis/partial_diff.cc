@@ -195,6 +195,10 @@ void members(V& v, S& r) {
   v("digests_compared", r.digests_compared);
   v("steps_matching", r.steps_matching);
   v("first_step", r.first_step);
+  v("first_digest_step_a", r.first_digest_step_a);
+  v("last_digest_step_a", r.last_digest_step_a);
+  v("first_digest_step_b", r.first_digest_step_b);
+  v("last_digest_step_b", r.last_digest_step_b);
   v("digest_shortcut", r.digest_shortcut);
   v("calls_matched_by_digest", r.calls_matched_by_digest);
   v("calls_not_read", r.calls_not_read);

@@ -24,7 +24,7 @@
 namespace detnccl::analysis {
 
 // The partial-result format this detnccl writes and reads; a part of another version is refused.
-inline constexpr std::uint32_t kPartialDiffVersion = 1;
+inline constexpr std::uint32_t kPartialDiffVersion = 2;  // 2: RankDiff's digest step ranges
 
 // One process's share of a diff.
 struct PartialDiff {

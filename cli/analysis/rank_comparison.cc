@@ -416,11 +416,19 @@ class RankComparison {
     const auto in_range = [&](std::uint64_t step) {
       return (!options_.from_step || step >= *options_.from_step) && (!options_.to_step || step <= *options_.to_step);
     };
+    const auto cover = [](std::optional<std::uint64_t>& first, std::optional<std::uint64_t>& last, std::uint64_t step) {
+      first = std::min(first.value_or(step), step);
+      last = std::max(last.value_or(step), step);
+    };
     for (const auto& digest : digests_a) {
-      if (in_range(digest.step)) by_communicator[digest.comm_ordinal].first.push_back(&digest);
+      if (!in_range(digest.step)) continue;
+      by_communicator[digest.comm_ordinal].first.push_back(&digest);
+      cover(result_.first_digest_step_a, result_.last_digest_step_a, digest.step);
     }
     for (const auto& digest : digests_b) {
-      if (in_range(digest.step)) by_communicator[digest.comm_ordinal].second.push_back(&digest);
+      if (!in_range(digest.step)) continue;
+      by_communicator[digest.comm_ordinal].second.push_back(&digest);
+      cover(result_.first_digest_step_b, result_.last_digest_step_b, digest.step);
     }
     for (const auto& [ordinal, sequences] : by_communicator) {
       const auto& [a, b] = sequences;

@@ -160,6 +160,10 @@ struct RankDiff {
   bool digests_compared = false;
   std::uint64_t steps_matching = 0;
   std::optional<StepDivergence> first_step;
+  // With digests_compared: the steps each log's digests cover within the compared range (nullopt: none), the step
+  // range of a DETNCCL_TRACE=steps log, which has no call to take first_step_a and last_step_a from.
+  std::optional<std::uint64_t> first_digest_step_a, last_digest_step_a;
+  std::optional<std::uint64_t> first_digest_step_b, last_digest_step_b;
   // The step-index shortcut (DiffOptions::use_step_index: both logs closed cleanly with a step index): the groups of
   // calls before the first one whose step digests differ were compared by their digests (calls_matched_by_digest,
   // counted in matching and unverified), the calls from there on one by one, and reading stopped after
