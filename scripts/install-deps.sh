@@ -14,6 +14,7 @@ packages=(
   python3
   python3-torch  # Debian's CPU PyTorch: the PyTorch step hook's tests (tests/autostep.cmake, docs/python.md)
   clang libclang-rt-14-dev  # libFuzzer and its runtime (scripts/fuzz.sh, the fuzz preset)
+  chromium  # headless, for `detnccl report`'s browser test (tests/report.cmake) and bench/bench_report.sh
 )
 
 missing=()
