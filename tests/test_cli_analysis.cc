@@ -1603,6 +1603,54 @@ TEST_F(Analysis, ReportMapOfStepDigestsTakesTheirStepsAndStopsAtTheFirstDifferen
   EXPECT_EQ(row_text(map, 0), "114888");
 }
 
+TEST_F(Analysis, EachRanksFirstDifferingStepDigestIsAnOriginUnlessAnEarlierMemberOfItsCommunicatorsDiffered) {
+  // Step digests (DETNCCL_TRACE=steps) say which step differs, not which call: rank 0's inputs differ first (step 5);
+  // rank 1 shares communicator 0xa with it and differs from step 6 (it could have received the difference); rank 2
+  // shares nothing with them and differs from step 7 (a second, independent origin); rank 3 never differs.
+  std::vector<detnccl::analysis::RankDiff> ranks(4);
+  const auto member = [](std::uint64_t id, std::uint32_t rank) {
+    detnccl::records::CommunicatorRecord c;
+    c.id = id;
+    c.nranks = 2;
+    c.rank = rank;
+    return c;
+  };
+  ranks[0].communicators_a = ranks[0].communicators_b = {member(0xa, 0)};
+  ranks[1].communicators_a = ranks[1].communicators_b = {member(0xa, 1), member(0xb, 0)};
+  ranks[2].communicators_a = ranks[2].communicators_b = {member(0xc, 0)};
+  ranks[3].communicators_a = ranks[3].communicators_b = {member(0xb, 1), member(0xc, 1)};
+  for (std::uint32_t r = 0; r < 4; ++r) {
+    auto& rank = ranks[r];
+    rank.rank = r;
+    rank.in_a = rank.in_b = true;
+    rank.digests_compared = true;
+    rank.steps_matching = 5;
+    rank.first_digest_step_a = rank.first_digest_step_b = 0;
+    rank.last_digest_step_a = rank.last_digest_step_b = 9;
+    if (r == 3) continue;
+    detnccl::analysis::StepDivergence step;
+    step.rank = r;
+    step.step = 5 + r;
+    step.in_a = step.in_b = true;
+    step.input_differs = true;
+    rank.first_step = step;
+  }
+  const auto result = detnccl::analysis::combine_rank_diffs(ranks, "a", "b", {});
+  ASSERT_EQ(result.error, "");
+  ASSERT_TRUE(result.first_step.has_value());
+  EXPECT_EQ(result.first_step->rank, 0u);
+  EXPECT_EQ(result.ranks[0].first_step->role, DivergenceRole::kOrigin);
+  EXPECT_EQ(result.ranks[1].first_step->role, DivergenceRole::kReceiver);
+  EXPECT_EQ(result.ranks[2].first_step->role, DivergenceRole::kOrigin);
+  // The map: 1 identical, 3 origin, 4 receiver, 8 not compared (diff compares digests only up to the first that
+  // differs).
+  const auto map = detnccl::analysis::diff_step_map(result, std::nullopt, std::nullopt);
+  EXPECT_EQ(row_text(map, 0), "1111138888");
+  EXPECT_EQ(row_text(map, 1), "1111114888");
+  EXPECT_EQ(row_text(map, 2), "1111111388");
+  EXPECT_EQ(row_text(map, 3), "1111111111");
+}
+
 TEST_F(Analysis, ReportMapOfACheckNamesTheFindingsRanksAtTheirSteps) {
   SyntheticRunSpec spec;
   spec.close_logs = false;

@@ -451,10 +451,40 @@ void summarize_step_digests(RunDiff& diff) {
     }
     // RATIONALE: at step granularity the data path between ranks is not known; outputs that differ where no rank's
     // inputs differ can only come from the collectives (an origin), otherwise they may be received.
-    const StepDivergence& first = *diff.first_step;
-    const bool outputs_only = first.in_a && first.in_b && !first.input_differs;
-    diff.first_step->role =
-        outputs_only && inputs_differ_somewhere ? DivergenceRole::kReceiver : DivergenceRole::kOrigin;
+    const auto role_at_first_step = [&](const StepDivergence& d) {
+      const bool outputs_only = d.in_a && d.in_b && !d.input_differs;
+      return outputs_only && inputs_differ_somewhere ? DivergenceRole::kReceiver : DivergenceRole::kOrigin;
+    };
+    diff.first_step->role = role_at_first_step(*diff.first_step);
+    // Each rank's own first differing step (the report's map): at the run's first step, by the same rule; at a later
+    // step, a receiver when a member of one of its communicators first differed at an earlier step (the difference
+    // could have reached it through that communicator), else an origin: a second, independent one.
+    std::map<std::uint64_t, std::uint64_t> first_step_of_member;  // communicator id -> earliest first differing step
+    for (const RankDiff& rank : diff.ranks) {
+      if (!rank.first_step) continue;
+      for (const auto* communicators : {&rank.communicators_a, &rank.communicators_b}) {
+        for (const records::CommunicatorRecord& c : *communicators) {
+          auto [it, fresh] = first_step_of_member.emplace(c.id, rank.first_step->step);
+          if (!fresh) it->second = std::min(it->second, rank.first_step->step);
+        }
+      }
+    }
+    for (RankDiff& rank : diff.ranks) {
+      if (!rank.first_step) continue;
+      StepDivergence& d = *rank.first_step;
+      if (d.step == diff.first_step->step) {
+        d.role = role_at_first_step(d);
+        continue;
+      }
+      bool reached = false;
+      for (const auto* communicators : {&rank.communicators_a, &rank.communicators_b}) {
+        for (const records::CommunicatorRecord& c : *communicators) {
+          const auto it = first_step_of_member.find(c.id);
+          reached = reached || (it != first_step_of_member.end() && it->second < d.step);
+        }
+      }
+      d.role = reached ? DivergenceRole::kReceiver : DivergenceRole::kOrigin;
+    }
   }
   if (!compared) return;
   if (!diff.first_step) {

@@ -123,7 +123,9 @@ struct StepDivergence {
   // another rank), or only their results and outputs (the collectives themselves).
   bool input_differs = false;
   bool output_differs = false;
-  DivergenceRole role = DivergenceRole::kOrigin;  // over the run: see RunDiff::first_step
+  // RunDiff::first_step's: over the run (see there). A rank's: at the run's first differing step by the same rule; at
+  // a later step a receiver when a member of one of its communicators first differed earlier, else an origin.
+  DivergenceRole role = DivergenceRole::kOrigin;
 };
 
 // A header difference between the runs, reported once for all ranks that share it.
