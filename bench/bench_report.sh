@@ -5,6 +5,7 @@
 # from navigation to rendered (data-render-ms: reading, parsing, the map drawn) and the browser's wall time, next to
 # the wall time of a blank page (the browser's start).
 #   bench/bench_report.sh [--build-dir DIR] [--level steps|hash] [--ranks N] [--steps N] [--loads N] [--keep]
+#                         [--runs DIR]   (reuse the pair a kept run wrote: DIR holds a/ and b/)
 set -euo pipefail
 
 build_dir="build/release"
@@ -13,6 +14,7 @@ ranks=2432
 steps=800
 loads=3
 keep=0
+runs=""
 while (($#)); do
   case "$1" in
     --build-dir) build_dir="$2"; shift ;;
@@ -21,6 +23,7 @@ while (($#)); do
     --steps) steps="$2"; shift ;;
     --loads) loads="$2"; shift ;;
     --keep) keep=1 ;;
+    --runs) runs="$(realpath -- "$2")"; shift ;;
     -h|--help) sed -n '2,/^[^#]/{s/^# \{0,1\}//p}' "$0"; exit 0 ;;
     *) echo "bench_report.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
@@ -38,9 +41,13 @@ now() { date +%s.%N; }
 seconds() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 
 echo "== $(uname -sm), $(nproc) CPUs, $("$browser" --version 2>/dev/null | head -1)"
-echo "== writing two runs of $ranks ranks x $steps steps (bench_scale --level $level)"
-"$bench_scale" --ranks "$ranks" --steps "$steps" --level "$level" --dir "$work" --keep | sed 's/^/   /'
-runs="$(ls -d "$work"/detnccl-bench-scale-*-"$level")"
+if [[ -z "$runs" ]]; then
+  echo "== writing two runs of $ranks ranks x $steps steps (bench_scale --level $level)"
+  "$bench_scale" --ranks "$ranks" --steps "$steps" --level "$level" --dir "$work" --keep | sed 's/^/   /'
+  runs="$(ls -d "$work"/detnccl-bench-scale-*-"$level")"
+else
+  echo "== the runs in $runs ($(du -sh "$runs/a" | cut -f1) and $(du -sh "$runs/b" | cut -f1))"
+fi
 
 for stats in with without; do
   flags=()
