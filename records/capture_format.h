@@ -76,6 +76,7 @@ enum class CaptureStopReason : std::uint32_t {
   kUnknown = 0,
   kBudgetSpent = 1,  // the next blob would have taken the file past DETNCCL_CAPTURE_BYTES
   kWriteError = 2,   // the file could not grow (disk full, quota, I/O error): error_number says which
+  kUserStopped = 3,  // the writer's user turned capture off after a failure of its own (CaptureWriter::stop_early)
 };
 
 // CaptureRecordType::kStopped fixed part; text_bytes of text follow it.

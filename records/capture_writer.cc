@@ -91,6 +91,7 @@ CreatedCaptureWriter CaptureWriter::create(const std::string& run_directory, std
     if (const int error = pwrite_all(writer->fd_, bytes.data(), bytes.size(), 0); error != 0) {
       result.error = "cannot write the header of " + path + ": " + error_text(error);
       writer->stopped_ = true;
+      writer->stopped_flag_.store(true);
       unlinkat(run.get(), name.c_str(), 0);
       return result;
     }
@@ -131,6 +132,7 @@ int CaptureWriter::put_record(CaptureRecordType type, std::size_t payload_bytes)
 
 void CaptureWriter::stop(CaptureStopReason reason, int error_number, std::string text) noexcept {
   stopped_ = true;
+  stopped_flag_.store(true, std::memory_order_release);
   try {
     stop_reason_ = text;
     text.resize(std::min<std::size_t>(text.size(), 256));
@@ -155,7 +157,7 @@ CaptureSaveStatus CaptureWriter::save(std::uint64_t fingerprint, std::span<const
     const std::lock_guard<std::mutex> lock(mutex_);
     if (stopped_) return CaptureSaveStatus::kStopped;
     const Key key{fingerprint, bytes.size()};
-    if (stored_.count(key) != 0) return CaptureSaveStatus::kAlreadyStored;
+    if (contains(fingerprint, bytes.size())) return CaptureSaveStatus::kAlreadyStored;
     const std::uint64_t head = kFrameBytes + sizeof(CaptureBlobFields);
     if (head + bytes.size() > kMaxCaptureRecordBytes) return CaptureSaveStatus::kTooLarge;
     try {
@@ -194,7 +196,10 @@ CaptureSaveStatus CaptureWriter::save(std::uint64_t fingerprint, std::span<const
                   "; later calls are recorded as not captured";
         stop(CaptureStopReason::kWriteError, error, message);
       } else {
-        stored_.insert(key);
+        {
+          const std::lock_guard<std::mutex> keys(keys_mutex_);
+          stored_.insert(key);
+        }
         ++blobs_;
         status = CaptureSaveStatus::kStored;
       }
@@ -212,8 +217,19 @@ CaptureSaveStatus CaptureWriter::save(std::uint64_t fingerprint, std::span<const
   return status;
 }
 
-bool CaptureWriter::contains(std::uint64_t fingerprint, std::uint64_t bytes) const noexcept {
+void CaptureWriter::stop_early(std::string_view why) noexcept {
   const std::lock_guard<std::mutex> lock(mutex_);
+  if (stopped_ || fd_ < 0) return;
+  try {
+    stop(CaptureStopReason::kUserStopped, 0, std::string(why));
+  } catch (const std::bad_alloc&) {
+    stopped_ = true;
+    stopped_flag_.store(true, std::memory_order_release);
+  }
+}
+
+bool CaptureWriter::contains(std::uint64_t fingerprint, std::uint64_t bytes) const noexcept {
+  const std::lock_guard<std::mutex> lock(keys_mutex_);
   return stored_.count(Key{fingerprint, bytes}) != 0;
 }
 
@@ -233,6 +249,7 @@ void CaptureWriter::close() noexcept {
     }
   }
   stopped_ = true;
+  stopped_flag_.store(true, std::memory_order_release);
   ::close(fd_);
   fd_ = -1;
 }
@@ -243,12 +260,10 @@ void CaptureWriter::detach_after_fork() noexcept {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   stopped_ = true;
+  stopped_flag_.store(true, std::memory_order_release);
 }
 
-bool CaptureWriter::stopped() const noexcept {
-  const std::lock_guard<std::mutex> lock(mutex_);
-  return stopped_;
-}
+bool CaptureWriter::stopped() const noexcept { return stopped_flag_.load(std::memory_order_acquire); }
 
 std::string CaptureWriter::stop_reason() const {
   const std::lock_guard<std::mutex> lock(mutex_);

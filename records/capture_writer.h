@@ -7,11 +7,13 @@
 //
 // The file stops growing at a byte budget (CaptureWriterOptions::budget_bytes, DETNCCL_CAPTURE_BYTES): the first
 // blob that would take it past the budget, or the first write error, ends the file with a stop marker, calls
-// on_stop once with a one-line message, and every later save() returns kStopped. Never throws; thread-safe (one
-// mutex, held while a blob is compressed and written: the shim calls it from its collector thread only).
+// on_stop once with a one-line message, and every later save() returns kStopped. Never throws; thread-safe: save()
+// holds a mutex while it compresses and writes (the shim calls it from its collector thread only), and contains()
+// and stopped(), which the job's threads call, never wait for it.
 #ifndef DETNCCL_RECORDS_CAPTURE_WRITER_H
 #define DETNCCL_RECORDS_CAPTURE_WRITER_H
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -72,16 +74,21 @@ class CaptureWriter {
   // here), unless a buffer of that fingerprint and size is stored already.
   CaptureSaveStatus save(std::uint64_t fingerprint, std::span<const std::byte> bytes) noexcept;
 
-  // Whether a buffer of this fingerprint and size is stored.
+  // Whether a buffer of this fingerprint and size is stored. Never waits for a blob being written.
   bool contains(std::uint64_t fingerprint, std::uint64_t bytes) const noexcept;
 
   // Ends the file with an end marker (unless capture stopped early) and closes it. Idempotent.
   void close() noexcept;
 
+  // Stops capture for a failure outside the writer (the shim could not copy a buffer): ends the file with a stop
+  // marker of reason kUserStopped whose text is `why`; later saves return kStopped. Does not call on_stop (the caller
+  // reports its own failure). Does nothing once stopped.
+  void stop_early(std::string_view why) noexcept;
+
   // For a fork()ed child: forgets the file without writing to it (the parent owns it).
   void detach_after_fork() noexcept;
 
-  // Whether capture has stopped (budget spent, write error, closed, detached).
+  // Whether capture has stopped (budget spent, write error, closed, detached). Never waits for a blob being written.
   bool stopped() const noexcept;
   // Why it stopped early; empty when it did not.
   std::string stop_reason() const;
@@ -108,9 +115,11 @@ class CaptureWriter {
     }
   };
 
-  mutable std::mutex mutex_;
+  mutable std::mutex mutex_;       // held while a blob is compressed and written
+  mutable std::mutex keys_mutex_;  // guards stored_ only (held for a lookup or an insert: never while writing)
   int fd_ = -1;
   bool stopped_ = false;
+  std::atomic<bool> stopped_flag_{false};  // stopped_, readable without waiting for a write
   bool stop_reported_ = false;
   std::uint64_t used_ = 0;
   std::uint64_t blobs_ = 0;
