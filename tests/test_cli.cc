@@ -116,6 +116,32 @@ TEST(CliDiff, APerturbedInputIsFoundAtItsRankAndStepWithItsReceivers) {
   EXPECT_EQ(rank3["first"]["source"]["op"], "Send");
 }
 
+// HOSTNCCL_CORRUPT numbers calls as the shim's log does: the fault put on rank 1's call S is the divergence diff
+// finds, at rank 1, seq S, in the output (docs/hostnccl.md, Fault injection).
+TEST(CliDiff, AHostncclFaultIsFoundAtTheCallItNames) {
+  TempDir dir;
+  ASSERT_EQ(traced_job(dir, "a", 4, "--steps 3", "HOSTNCCL_REDUCE_ORDER=rank").exit_code, 0);
+  const std::size_t seq = detnccl::test::script_step(1, 4, 0).size();  // step 1's first call: an fp32 AllReduce
+  const CommandResult faulty = traced_job(
+      dir, "b", 4, "--steps 3",
+      "HOSTNCCL_REDUCE_ORDER=rank HOSTNCCL_CORRUPT=rank:1,call:" + std::to_string(seq) + ",element:0,factor:1001");
+  // The job checks its outputs and stops at the wrong one; its log holds the calls up to there.
+  EXPECT_NE(faulty.output.find("HOSTNCCL_CORRUPT: call " + std::to_string(seq) +
+                               " (ncclAllReduce) of rank 1: output "
+                               "element 0 multiplied by 1001"),
+            std::string::npos)
+      << faulty.output;
+  const json result = diff_json(dir, "a", "b");
+  ASSERT_FALSE(result.is_discarded());
+  EXPECT_EQ(result["verdict"], "diverged");
+  const json& first = result["first_divergence"];
+  EXPECT_EQ(first["kind"], "output") << first.dump(2);
+  EXPECT_EQ(first["rank"], 1) << first.dump(2);
+  EXPECT_EQ(first["seq"], seq) << first.dump(2);
+  EXPECT_EQ(first["op"], "AllReduce") << first.dump(2);
+  EXPECT_EQ(first["step"], 1) << first.dump(2);
+}
+
 TEST(CliDiff, ArrivalOrderReductionsShowAnOutputDivergenceAtTheFirstAffectedAllReduce) {
   TempDir dir;
   // Arrival order usually changes the sum's bits at the first call; the two runs could still agree by chance, so
