@@ -2,8 +2,8 @@
 # library it is built on (reading runs, aligning calls, diff and its partial results, check, stats), which tests and benchmarks link too.
 add_library(detnccl_analysis STATIC
   analysis/run_logs.cc analysis/call_layout.cc analysis/call_matching.cc analysis/parallel.cc analysis/run_diff.cc analysis/partial_diff.cc analysis/rank_comparison.cc analysis/divergence.cc analysis/run_check.cc analysis/configuration_check.cc
-  analysis/run_jobs.cc analysis/run_stats.cc)
-target_link_libraries(detnccl_analysis PUBLIC detnccl_records detnccl_steps detnccl_hash detnccl_abi Threads::Threads
+  analysis/run_jobs.cc analysis/run_stats.cc analysis/magnitude_report.cc analysis/call_members.cc)
+target_link_libraries(detnccl_analysis PUBLIC detnccl_records detnccl_steps detnccl_hash detnccl_abi detnccl_numerics Threads::Threads
                                        PRIVATE detnccl_options nlohmann_json::nlohmann_json)
 
 # The target is detnccl-cli (the name `detnccl` is the shim's library); the program is `detnccl`, built next to
