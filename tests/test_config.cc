@@ -369,6 +369,8 @@ TEST(EnvVarTable, EachRefinedSettingHasNoEffectExactlyWhenItsFeatureIsOff) {
       {"DETNCCL_RANKS", "0"},
       {"DETNCCL_OPS", "Send"},
       {"DETNCCL_MIN_BYTES", "1K"},
+      {"DETNCCL_CAPTURE", "1"},
+      {"DETNCCL_CAPTURE_BYTES", "1M"},
       {"DETNCCL_ALGO", "one_shot"},
       {"DETNCCL_ACCUMULATE", "fp32"},
       {"DETNCCL_STEP_INFERENCE", "off"},
@@ -382,6 +384,7 @@ TEST(EnvVarTable, EachRefinedSettingHasNoEffectExactlyWhenItsFeatureIsOff) {
       {Refines::kFingerprints, {{"DETNCCL_DIR=/d", "DETNCCL_TRACE=meta"}, {"DETNCCL_DIR=/d", "DETNCCL_TRACE=hash"}}},
       {Refines::kSegments, {{"DETNCCL_DIR=/d", "DETNCCL_TRACE=hash"}, {"DETNCCL_DIR=/d", "DETNCCL_TRACE=segments"}}},
       {Refines::kDeterministic, {{"DETNCCL_DETERMINISTIC=0"}, {"DETNCCL_DETERMINISTIC=1"}}},
+      {Refines::kCapture, {{"DETNCCL_DIR=/d", "DETNCCL_CAPTURE=0"}, {"DETNCCL_DIR=/d", "DETNCCL_CAPTURE=1"}}},
   };
   std::size_t refining = 0;
   for (const EnvVarInfo& info : env_vars()) {
@@ -472,6 +475,8 @@ TEST(ParseConfig, WhiteSpaceAtEitherEndIsRefusedInEveryVariable) {
       {"DETNCCL_RANKS", "0"},
       {"DETNCCL_OPS", "Send"},
       {"DETNCCL_MIN_BYTES", "1K"},
+      {"DETNCCL_CAPTURE", "1"},
+      {"DETNCCL_CAPTURE_BYTES", "1G"},
       {"DETNCCL_LOG_LEVEL", "info"},
       {"DETNCCL_LOG_FILE", "/tmp/l"},
       {"DETNCCL_PRINT_CONFIG", "1"},
