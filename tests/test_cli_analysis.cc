@@ -1496,9 +1496,8 @@ TEST(AnalysisMagnitude, TheSentenceSaysSummationOrderOrNot) {
   const std::string corrupt = detnccl::analysis::magnitude_sentence(beyond, "outputs");
   EXPECT_NE(corrupt.find("beyond the reordering bound (1 elements, first at 0"), std::string::npos) << corrupt;
   // Without the members' inputs (an input divergence), no verdict.
-  const std::string inputs_text =
-      detnccl::analysis::magnitude_sentence(detnccl::analysis::measure_divergence(ncclFloat32, a.data(), c.data(), 3, sum),
-                                            "inputs");
+  const std::string inputs_text = detnccl::analysis::magnitude_sentence(
+      detnccl::analysis::measure_divergence(ncclFloat32, a.data(), c.data(), 3, sum), "inputs");
   EXPECT_EQ(inputs_text.find("reordering"), std::string::npos) << inputs_text;
 }
 

@@ -518,17 +518,17 @@ TEST(NumericsReplay, DeterministicOrderOfEveryOperatorIsCollectivesBitForBit) {
   for (const ncclDataType_t type : {ncclFloat32, ncclBfloat16}) {
     // The PreMulSum scalar, an element of the datatype: 0.3 rounded to it.
     const std::uint64_t scalar_bits = type == ncclFloat32 ? bits_of(0.3f) : arith::float_to_bf16(0.3f);
-    for (const std::int64_t redop : {std::int64_t{ncclAvg}, std::int64_t{ncclProd}, std::int64_t{ncclMax},
-                                     std::int64_t{ncclNumOps}}) {
+    for (const std::int64_t redop :
+         {std::int64_t{ncclAvg}, std::int64_t{ncclProd}, std::int64_t{ncclMax}, std::int64_t{ncclNumOps}}) {
       for (const int n : {3, 4, 6}) {
         ReplayCall call = random_call(type, redop, n, 513, 40 + static_cast<std::uint64_t>(n));
         call.op.premulsum_scalar_bits = scalar_bits;
         std::string error;
         const auto expected = deterministic_output(call, dc::Accumulate::kNative, &error);
         ASSERT_TRUE(expected) << error;
-        const dc::Reduction reduction =
-            call.op.is_premulsum() ? dc::premul_sum_reduction(&scalar_bits, type, ncclScalarHostImmediate)
-                                   : *dc::builtin_reduction(static_cast<ncclRedOp_t>(redop));
+        const dc::Reduction reduction = call.op.is_premulsum()
+                                            ? dc::premul_sum_reduction(&scalar_bits, type, ncclScalarHostImmediate)
+                                            : *dc::builtin_reduction(static_cast<ncclRedOp_t>(redop));
         std::vector<std::vector<unsigned char>> outputs(static_cast<std::size_t>(n),
                                                         std::vector<unsigned char>(expected->size()));
         const int failures = hostnccl_test::run_threads(n, ThreadInit::kInitRank, [&](Rank& R) {

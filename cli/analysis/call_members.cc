@@ -22,10 +22,11 @@ std::optional<std::vector<MemberCall>> find_member_calls(const std::string& run_
     CallInRun call;
     while (stream->next(call)) {
       if (!call.communicator.known || call.communicator.id != comm_id) continue;
-      if (call.call.fields.op == records::OpId::kSend || call.call.fields.op == records::OpId::kRecv) continue;
+      if (call.call.op == records::OpId::kSend || call.call.op == records::OpId::kRecv) continue;
       if (call.collective_index < collective_index) continue;
       if (call.collective_index == collective_index && call.communicator.rank < nranks) {
-        members[call.communicator.rank] = MemberCall{file.rank, call.communicator.rank, call.call.fields};
+        members[call.communicator.rank] =
+            MemberCall{file.rank, call.communicator.rank, static_cast<const records::CallFields&>(call.call)};
       }
       break;  // this rank's calls of the communicator are past the index
     }

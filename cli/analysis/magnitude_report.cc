@@ -21,8 +21,7 @@ std::string short_number(double value) {
 }  // namespace
 
 DivergenceMagnitude measure_divergence(ncclDataType_t type, const void* a, const void* b, std::size_t count,
-                                       const numerics::ReductionOp& op,
-                                       const std::vector<const void*>* member_inputs) {
+                                       const numerics::ReductionOp& op, const std::vector<const void*>* member_inputs) {
   DivergenceMagnitude result;
   result.magnitude = numerics::compare_buffers(type, a, b, count);
   if (member_inputs != nullptr) {
@@ -36,9 +35,8 @@ std::string magnitude_sentence(const DivergenceMagnitude& m, const std::string& 
   if (g.identical()) return what + " are identical";
   std::string text = what + " differ by at most " + ulp_text(g.max_ulp) + " in " +
                      std::to_string(g.elements_differing) + " elements (of " + std::to_string(g.elements_compared) +
-                     "; first at " + std::to_string(g.first_index) + ", worst at " +
-                     std::to_string(g.worst_index) + ": abs " + short_number(g.max_abs_error) + ", rel " +
-                     short_number(g.max_rel_error) + ")";
+                     "; first at " + std::to_string(g.first_index) + ", worst at " + std::to_string(g.worst_index) +
+                     ": abs " + short_number(g.max_abs_error) + ", rel " + short_number(g.max_rel_error) + ")";
   if (m.reordering) {
     const numerics::ReorderingVerdict& v = *m.reordering;
     if (v.within_reordering_bound) {
