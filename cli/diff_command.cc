@@ -374,7 +374,9 @@ void print_text(const DiffCommandOptions& options, const RunDiff& diff, const Di
   } else {
     print_rank_table(options, diff, style);
   }
-  if (options.verbose && magnitudes != nullptr && !magnitudes->empty()) {
+  // --verbose: every rank's first divergence measured, listed once any was (no capture at all: nothing to list).
+  if (options.verbose && magnitudes != nullptr &&
+      std::any_of(magnitudes->begin(), magnitudes->end(), [](const auto& entry) { return entry.second.measured; })) {
     std::cout << "\n" << style.bold("Magnitudes") << " (each rank's first divergent call, from the capture files)\n";
     for (const auto& [rank, m] : *magnitudes) std::cout << "  rank " << rank << ": " << magnitude_text(m) << "\n";
   }

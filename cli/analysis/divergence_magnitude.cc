@@ -30,12 +30,12 @@ bool look_up(RunCaptures& run, const char* name, std::uint32_t rank, std::uint64
   if (!error->empty()) return false;
   if (reader == nullptr) {
     out->note = std::string("run ") + name + " has no capture file for rank " + std::to_string(rank) +
-                " (DETNCCL_CAPTURE=1 saves the buffers)";
+                "; DETNCCL_CAPTURE=1 saves the buffers";
     return true;
   }
   if (!saved) {
     out->note = std::string("run ") + name + " did not capture this buffer of rank " + std::to_string(rank) +
-                " (outside the fingerprint windows, or the capture budget was spent)";
+                ": outside the fingerprint windows, or the capture budget was spent";
     return true;
   }
   records::CaptureLookup lookup = reader->find(fingerprint, bytes);
