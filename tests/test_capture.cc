@@ -179,6 +179,29 @@ TEST(CaptureWriter, BudgetStopsCaptureOnceWithOneReport) {
   }
 }
 
+// The shim's own failure ends the file with a stop marker saying why; the writer reports nothing itself.
+TEST(CaptureWriter, StopEarlyEndsTheFileWithItsReason) {
+  TempDir dir;
+  int reports = 0;
+  CaptureWriterOptions options;
+  options.on_stop = [&](std::string_view) { ++reports; };
+  auto writer = make_writer(dir, 4, options);
+  const std::vector<std::byte> buffer = random_bytes(100, 9);
+  EXPECT_EQ(writer->save(fingerprint_of(buffer), buffer), CaptureSaveStatus::kStored);
+  writer->stop_early("cannot copy a buffer of 9 bytes");
+  EXPECT_TRUE(writer->stopped());
+  EXPECT_EQ(writer->save(fingerprint_of(buffer), buffer), CaptureSaveStatus::kStopped);
+  writer->close();
+  EXPECT_EQ(reports, 0);
+  OpenedCapture opened = CaptureReader::open_file(dir.path() + "/rank-00004.cap");
+  ASSERT_NE(opened.reader, nullptr) << opened.error;
+  EXPECT_EQ(opened.reader->end().kind, CaptureEndKind::kStopped);
+  EXPECT_EQ(opened.reader->end().stop_reason, CaptureStopReason::kUserStopped);
+  EXPECT_NE(opened.reader->end().message.find("cannot copy a buffer of 9 bytes"), std::string::npos)
+      << opened.reader->end().message;
+  EXPECT_EQ(opened.reader->find(fingerprint_of(buffer), buffer.size()).status, CaptureLookupStatus::kFound);
+}
+
 // A small file with a compressed blob, two raw ones and the end marker, and its buffers.
 struct SmallFile {
   std::vector<std::byte> bytes;

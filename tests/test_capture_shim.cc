@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 #include <utility>
@@ -23,6 +25,7 @@ using detnccl::test::CommandResult;
 using detnccl::test::TempDir;
 using namespace detnccl::test::trace_job_logs;
 namespace records = detnccl::records;
+namespace fs = std::filesystem;
 
 CommandResult run_traced_job(int nranks, const std::string& environment, const std::string& job_arguments) {
   return detnccl::test::run_command(
@@ -182,6 +185,42 @@ TEST(ShimCapture, ABudgetSpentMidRunStopsCaptureOnceAndTheJobCompletes) {
     EXPECT_FALSE(saved.empty());
     EXPECT_EQ(opened.reader->blob_count(), saved.size());
   }
+}
+
+}  // namespace
+
+namespace {
+
+// Capture's own failure (here: its file cannot be created, a file is in the way) is one warning; the job and its
+// tracing go on, and no record claims a capture.
+TEST(ShimCapture, ACaptureFileThatCannotBeCreatedIsOneWarningAndTracingGoesOn) {
+  TempDir dir;
+  fs::create_directories(dir.path() + "/f");
+  std::ofstream(capture_path(dir.path(), "f", 1)) << "in the way";
+  const CommandResult job =
+      run_traced_job(2, "DETNCCL_DIR=" + dir.path() + " DETNCCL_RUN=f DETNCCL_CAPTURE=1", "--steps 2");
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_EQ(detnccl::test::occurrences(job.output, "capture is off"), 1u) << job.output;
+  EXPECT_NE(job.output.find(capture_path(dir.path(), "f", 1)), std::string::npos) << job.output;
+  for (int rank = 0; rank < 2; ++rank) {
+    const RankLog log = read_log(rank_log(dir.path(), "f", rank));
+    check_against_script(log, rank, 2, 2, /*fingerprints_expected=*/true);
+    for (const CallRecord& call : log.calls) {
+      const std::uint16_t capture_flags =
+          records::kCallInputSaved | records::kCallOutputSaved | records::kCallSaveSkipped;
+      const bool fingerprinted = (call.flags & (records::kCallInputFingerprint | records::kCallOutputFingerprint)) != 0;
+      EXPECT_EQ((call.flags & capture_flags) != 0, rank == 0 && fingerprinted)
+          << "rank " << rank << " seq " << call.seq;
+    }
+  }
+  // Rank 0's capture is whole; rank 1's file is the one that was in the way, untouched.
+  const records::OpenedCapture rank_0 = CaptureReader::open_file(capture_path(dir.path(), "f", 0));
+  ASSERT_NE(rank_0.reader, nullptr) << rank_0.error;
+  EXPECT_GT(rank_0.reader->blob_count(), 0u);
+  std::ifstream in_the_way(capture_path(dir.path(), "f", 1));
+  std::string text;
+  std::getline(in_the_way, text);
+  EXPECT_EQ(text, "in the way");
 }
 
 }  // namespace

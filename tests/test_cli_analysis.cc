@@ -1062,9 +1062,9 @@ TEST(DiagnosticSettings, EveryTableRowIsShownAsItsRowSays) {
     EXPECT_EQ(detnccl::analysis::is_diagnostic_setting(info.name), info.diagnostic) << info.name;
     diagnostic += info.diagnostic ? 1 : 0;
   }
-  // DETNCCL_TRACE, the five windows and sizes, the two step numbering settings, and the three about detnccl's own
-  // output.
-  EXPECT_EQ(diagnostic, 11u);
+  // DETNCCL_TRACE, the five windows and sizes, the two capture settings, the two step numbering settings, and the
+  // three about detnccl's own output.
+  EXPECT_EQ(diagnostic, 13u);
   for (const char* name : {"NCCL_DEBUG", "NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_TIMESTAMP_FORMAT",
                            "NCCL_DEBUG_TIMESTAMP_LEVELS"}) {
     EXPECT_TRUE(detnccl::analysis::is_diagnostic_setting(name)) << name;
