@@ -482,31 +482,34 @@ int diff_command(const DiffCommandOptions& options) {
     const Progress progress("detnccl diff", std::max(a.logs.size(), b.logs.size()), "ranks compared", done);
     diff = analysis::diff_runs(a, b, diff_options);
   }
-  // The divergences' sizes from the capture files (DETNCCL_CAPTURE=1): the first divergence, and with --verbose
-  // each rank's first. A damaged capture file makes the input unusable (exit 2, naming the file).
   DiffMagnitudes magnitudes;
-  if (diff.error.empty()) {
-    analysis::RunCaptures captures_a(options.run_a), captures_b(options.run_b);
-    std::vector<const CallDivergence*> measured;
-    if (diff.first) measured.push_back(&*diff.first);
-    if (options.verbose) {
-      for (const RankDiff& rank : diff.ranks) {
-        if (rank.first) measured.push_back(&*rank.first);
-      }
-    }
-    for (const CallDivergence* d : measured) {
-      if (magnitudes.contains(d->rank)) continue;
-      std::string error;
-      std::optional<analysis::MagnitudeOutcome> outcome =
-          analysis::measure_call_divergence(captures_a, captures_b, *d, &error);
-      if (!error.empty()) {
-        std::cerr << "detnccl diff: unusable input: damaged capture file " << error << "\n";
-        return kExitUnusable;
-      }
-      if (outcome) magnitudes.emplace(d->rank, std::move(*outcome));
+  if (!measure_magnitudes(options, diff, "diff", &magnitudes)) return kExitUnusable;
+  return print_diff_report(options, diff, "diff", &magnitudes);
+}
+
+bool measure_magnitudes(const DiffCommandOptions& options, const RunDiff& diff, const char* command,
+                        DiffMagnitudes* magnitudes) {
+  if (!diff.error.empty()) return true;
+  analysis::RunCaptures captures_a(options.run_a), captures_b(options.run_b);
+  std::vector<const CallDivergence*> measured;
+  if (diff.first) measured.push_back(&*diff.first);
+  if (options.verbose) {
+    for (const RankDiff& rank : diff.ranks) {
+      if (rank.first) measured.push_back(&*rank.first);
     }
   }
-  return print_diff_report(options, diff, "diff", &magnitudes);
+  for (const CallDivergence* d : measured) {
+    if (magnitudes->contains(d->rank)) continue;
+    std::string error;
+    std::optional<analysis::MagnitudeOutcome> outcome =
+        analysis::measure_call_divergence(captures_a, captures_b, *d, &error);
+    if (!error.empty()) {
+      std::cerr << "detnccl " << command << ": unusable input: damaged capture file " << error << "\n";
+      return false;
+    }
+    if (outcome) magnitudes->emplace(d->rank, std::move(*outcome));
+  }
+  return true;
 }
 
 int print_diff_report(const DiffCommandOptions& options, const RunDiff& diff, const char* command,
