@@ -14,6 +14,7 @@
 
 #include "abi/nccl_abi.h"
 #include "cli/analysis/call_layout.h"
+#include "cli/analysis/magnitude_report.h"
 #include "cli/analysis/run_check.h"
 #include "cli/analysis/run_diff.h"
 #include "cli/analysis/run_jobs.h"
@@ -1470,6 +1471,34 @@ TEST_F(Analysis, TheStepIndexShortcutReadsOnlyFromTheFirstDifferingStep) {
   // Rank 2 reads step 30 of both runs; other ranks' outputs at step 30 differ only where they meet rank 2's data.
   EXPECT_LE(read, 2 * spec.ranks * spec.calls_per_step);
   EXPECT_LT(read * 10, calls) << read << " of " << calls << " calls read";
+}
+
+// The magnitude line diff prints (issue #18): a reordering-sized difference of an fp32 sum, and a corruption.
+TEST(AnalysisMagnitude, TheSentenceSaysSummationOrderOrNot) {
+  const std::vector<float> x0 = {1.0f, 1e8f, 3.0f}, x1 = {2.0f, 1.0f, -3.0f}, x2 = {0.5f, -1e8f, 1.0f};
+  const std::vector<const void*> inputs = {x0.data(), x1.data(), x2.data()};
+  // Element 1: (1e8 + 1) - 1e8 = 0 in rank order, (1e8 - 1e8) + 1 = 1 in another: within.
+  const std::vector<float> a = {3.5f, 0.0f, 1.0f}, b = {3.5f, 1.0f, 1.0f};
+  const detnccl::numerics::ReductionOp sum;
+  const detnccl::analysis::DivergenceMagnitude within =
+      detnccl::analysis::measure_divergence(ncclFloat32, a.data(), b.data(), 3, sum, &inputs);
+  EXPECT_EQ(within.magnitude.elements_differing, 1u);
+  ASSERT_TRUE(within.reordering);
+  EXPECT_TRUE(within.reordering->within_reordering_bound);
+  const std::string text = detnccl::analysis::magnitude_sentence(within, "outputs");
+  EXPECT_EQ(text.rfind("outputs differ by at most ", 0), 0u) << text;
+  EXPECT_NE(text.find("in 1 elements (of 3; first at 1, worst at 1: abs 1, rel inf)"), std::string::npos) << text;
+  EXPECT_NE(text.find("within the reordering bound: summation order, not corruption"), std::string::npos) << text;
+
+  const std::vector<float> c = {3.5f * 1001, 0.0f, 1.0f};
+  const detnccl::analysis::DivergenceMagnitude beyond =
+      detnccl::analysis::measure_divergence(ncclFloat32, a.data(), c.data(), 3, sum, &inputs);
+  const std::string corrupt = detnccl::analysis::magnitude_sentence(beyond, "outputs");
+  EXPECT_NE(corrupt.find("beyond the reordering bound (1 elements, first at 0"), std::string::npos) << corrupt;
+  // Without the members' inputs (an input divergence), no verdict.
+  const std::string inputs_text = detnccl::analysis::magnitude_sentence(
+      detnccl::analysis::measure_divergence(ncclFloat32, a.data(), c.data(), 3, sum), "inputs");
+  EXPECT_EQ(inputs_text.find("reordering"), std::string::npos) << inputs_text;
 }
 
 }  // namespace
