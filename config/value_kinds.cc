@@ -80,21 +80,35 @@ std::string quoted(std::string_view value) {
   return out;
 }
 
-// Levenshtein distance, bounded: names longer than a known name by a lot are not typos of it.
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
+// Levenshtein distance, bounded: names longer than a known name by a lot are not typos of it. RATIONALE: the parser
+// asks this of every environment name against every known one (the near-miss check), so it allocates nothing for
+// names of usual length and gives up as soon as the limit is exceeded.
+std::size_t edit_distance(std::string_view a, std::string_view b, std::size_t limit) {
+  const std::size_t length_difference = a.size() > b.size() ? a.size() - b.size() : b.size() - a.size();
+  if (length_difference > limit) return limit + 1;
+  constexpr std::size_t kStackRow = 128;
+  std::array<std::size_t, kStackRow> stack_row;
+  std::vector<std::size_t> heap_row;
+  std::size_t* row = stack_row.data();
+  if (b.size() + 1 > kStackRow) {
+    heap_row.resize(b.size() + 1);
+    row = heap_row.data();
+  }
   for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
   for (std::size_t i = 1; i <= a.size(); ++i) {
     std::size_t diagonal = row[0];
     row[0] = i;
+    std::size_t row_minimum = row[0];
     for (std::size_t j = 1; j <= b.size(); ++j) {
       const std::size_t above = row[j];
       const std::size_t substitute = diagonal + (ascii_upper(a[i - 1]) == ascii_upper(b[j - 1]) ? 0 : 1);
       row[j] = std::min({above + 1, row[j - 1] + 1, substitute});
+      row_minimum = std::min(row_minimum, row[j]);
       diagonal = above;
     }
+    if (row_minimum > limit) return limit + 1;  // every later row's entries are at least this row's minimum
   }
-  return row[b.size()];
+  return std::min(row[b.size()], limit + 1);
 }
 
 // Decimal with an optional K/KiB, M/MiB or G/GiB suffix (any case), in powers of 1024.
