@@ -48,10 +48,9 @@ inline constexpr bool equals_ignoring_case(std::string_view a, std::string_view 
 // A value as an error message quotes it: escaped, and shortened (with its length) when long.
 std::string quoted(std::string_view value);
 
-// Levenshtein distance, compared without regard to case; any distance above `limit` is returned as limit + 1 (then
-// the work stops early: names whose lengths differ by more than limit cost nothing).
-std::size_t edit_distance(std::string_view a, std::string_view b,
-                          std::size_t limit = std::numeric_limits<std::size_t>::max() - 1);
+// Levenshtein distance, compared without regard to case, when it is at most `limit`; limit + 1 otherwise. Only the
+// diagonal band of width 2 * limit + 1 is computed, and names whose lengths differ by more than limit cost nothing.
+std::size_t edit_distance(std::string_view a, std::string_view b, std::size_t limit);
 
 // The known name closest to a mistyped one, if it is close enough to be a typo: a few edits away, or one name a
 // prefix of the other (DETNCCL_SEGMENT for DETNCCL_SEGMENT_BYTES).
