@@ -5,7 +5,8 @@
 // every decoded span lies inside the reader's copy (touched here so that ASan sees a read past it). Then the step
 // index: whatever offsets the bytes state, it names entries and records inside the log, and reading from a group it
 // names ends. Last, the same bytes as a file read streamed (pread()s into a buffer of a page, so that records
-// straddle its refills): every record, array and the verdict are those of the reader of the bytes in memory.
+// straddle its refills): every record, array and the verdict are those of the reader of the bytes in memory. And the
+// log cut short (where its last byte says) reads as a prefix of it: the same first records at the same offsets.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -90,6 +91,21 @@ void check_streamed(const std::uint8_t* data, std::size_t size) {
   close(fd);
 }
 
+// A log cut anywhere reads as a prefix (log_reader.h: a reader hands out only complete, intact records): the records
+// of its first `cut` bytes are the first records of the whole, the same ones at the same offsets.
+void check_prefix(const std::uint8_t* data, std::size_t size, std::size_t cut) {
+  auto whole = LogReader::from_bytes(std::as_bytes(std::span(data, size)));
+  auto prefix = LogReader::from_bytes(std::as_bytes(std::span(data, cut)));
+  if (!whole.reader || !prefix.reader) return;  // cut inside the header
+  LogRecord a;
+  LogRecord b;
+  while (prefix.reader->next(b)) {
+    require(whole.reader->next(a));
+    require(same_record(a, b));
+  }
+  require(prefix.reader->end().offset <= cut);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -135,6 +151,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   require(!reader.next(record));
 
   check_streamed(data, size);
+  // A cut chosen by the last byte: mutations of it move the cut over the whole log.
+  check_prefix(data, size, size * data[size - 1] / 256);
 
   // The step index (read from the end, through offsets the bytes state), and reads from each group it names.
   auto indexed = LogReader::from_bytes(std::as_bytes(std::span(data, size)));
