@@ -7,6 +7,7 @@
 // file, directory or process per input. Checked, beyond "no crash": the verdict is consistent
 // (an error, or ranks sorted and unique; "identical" means no divergence), and a run compared with itself is
 // identical unless it is unusable or undecided, with each set of options (whole runs, a step range, --infer-steps).
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include "cli/analysis/run_check.h"
 #include "cli/analysis/run_diff.h"
 #include "cli/analysis/run_logs.h"
+#include "fuzz/log_mutator.h"
 #include "records/log_format.h"
 
 namespace {
@@ -88,3 +90,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   return 0;
 }
+
+#ifdef DETNCCL_LIBFUZZER
+extern "C" std::size_t LLVMFuzzerMutate(std::uint8_t* data, std::size_t size, std::size_t max_size);
+
+// libFuzzer's mutations, then the checksums of each log of the input fixed up (fuzz/log_mutator.h), so that mutated
+// records reach the comparison.
+extern "C" std::size_t LLVMFuzzerCustomMutator(std::uint8_t* data, std::size_t size, std::size_t max_size,
+                                               unsigned int seed) {
+  size = LLVMFuzzerMutate(data, size, max_size);
+  if (!detnccl::fuzz::fix_checksums_this_time(seed)) return size;
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  std::size_t start = 0;
+  while (start <= size) {
+    const std::size_t end = std::min(input.find(kSeparator, start), size);
+    detnccl::fuzz::fix_log_checksums(data + start, end - start);
+    start = end + kSeparator.size();
+  }
+  return size;
+}
+#endif

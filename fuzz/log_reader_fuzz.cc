@@ -19,6 +19,7 @@
 #include <string>
 #include <variant>
 
+#include "fuzz/log_mutator.h"
 #include "records/log_reader.h"
 
 namespace {
@@ -175,3 +176,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   return 0;
 }
+
+#ifdef DETNCCL_LIBFUZZER
+extern "C" std::size_t LLVMFuzzerMutate(std::uint8_t* data, std::size_t size, std::size_t max_size);
+
+// libFuzzer's mutations, then the checksums fixed up (fuzz/log_mutator.h), so that mutated records are read.
+extern "C" std::size_t LLVMFuzzerCustomMutator(std::uint8_t* data, std::size_t size, std::size_t max_size,
+                                               unsigned int seed) {
+  size = LLVMFuzzerMutate(data, size, max_size);
+  if (detnccl::fuzz::fix_checksums_this_time(seed)) detnccl::fuzz::fix_log_checksums(data, size);
+  return size;
+}
+#endif
