@@ -50,7 +50,8 @@ RunLogs list_run(const std::string& path) {
     }
     for (fs::directory_iterator it(path, error), end; !error && it != end; it.increment(error)) {
       const std::string name = it->path().filename().string();
-      if (const auto rank = rank_from_file_name(name)) run.logs.push_back({*rank, it->path().string(), true, std::nullopt});
+      if (const auto rank = rank_from_file_name(name))
+        run.logs.push_back({*rank, it->path().string(), true, std::nullopt});
     }
     if (error) {
       run.error = path + ": cannot list the directory: " + error.message();
