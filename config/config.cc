@@ -126,10 +126,10 @@ std::optional<std::string_view> near_miss_of_known_name(std::string_view name) {
   std::optional<std::string_view> best;
   std::size_t best_distance = kMaxEdits + 1;
   for (const EnvVarInfo& info : kEnvVars) {
-    std::size_t distance = edit_distance(name, info.name);
+    std::size_t distance = edit_distance(name, info.name, kMaxEdits);
     const std::string_view suffix = info.name.substr(kPrefix.size());
     if (name.size() > suffix.size() && equals_ignoring_case(name.substr(name.size() - suffix.size()), suffix)) {
-      distance = std::min(distance, edit_distance(name.substr(0, name.size() - suffix.size()), kPrefix));
+      distance = std::min(distance, edit_distance(name.substr(0, name.size() - suffix.size()), kPrefix, kMaxEdits));
     }
     if (distance < best_distance) {
       best = info.name;

@@ -1,5 +1,5 @@
 // Fuzz target: records::CaptureReader over arbitrary bytes (headers, blobs raw and zstd, stop and end markers, torn
-// and corrupt tails), in memory.
+// and corrupt tails), in memory, with the checksums of mutated inputs fixed up most of the time (fuzz/log_mutator.h).
 //
 // Beyond "no crash, no sanitizer report", it checks what capture_reader.h promises: a reader always has a verdict
 // with a message; indexed blobs lie inside the input, at increasing offsets; find() on each returns bytes only when
@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <span>
 
+#include "fuzz/log_mutator.h"
 #include "records/capture_format.h"
 #include "records/capture_reader.h"
 #include "records/log_format.h"
@@ -54,3 +55,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   return 0;
 }
+
+#ifdef DETNCCL_LIBFUZZER
+// A capture file is framed as a log (capture_format.h): its header states its length where a log's does, and its
+// records are log records, so the log's checksum fix-up applies.
+static_assert(offsetof(detnccl::records::CaptureFileHeader, header_bytes) ==
+              offsetof(detnccl::records::FileHeaderFixed, header_bytes));
+
+extern "C" std::size_t LLVMFuzzerMutate(std::uint8_t* data, std::size_t size, std::size_t max_size);
+
+// libFuzzer's mutations, then the header and record checksums fixed up (fuzz/log_mutator.h), so that mutated
+// records reach the reader's index and lookups (blobs' data checksums are left to the reader to find wrong).
+extern "C" std::size_t LLVMFuzzerCustomMutator(std::uint8_t* data, std::size_t size, std::size_t max_size,
+                                               unsigned int seed) {
+  size = LLVMFuzzerMutate(data, size, max_size);
+  if (detnccl::fuzz::fix_checksums_this_time(seed)) detnccl::fuzz::fix_log_checksums(data, size);
+  return size;
+}
+#endif

@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 
@@ -239,6 +241,63 @@ TEST_F(Analysis, APerturbedInputIsTheOriginAndItsReceiversAreNamed) {
     ASSERT_TRUE(rank.first->source.has_value());
     EXPECT_EQ(rank.first->source->rank, bad_rank);
   }
+}
+
+TEST_F(Analysis, RunsReadFromMemoryGiveTheAnswersOfTheirFiles) {
+  // analysis::run_in_memory (the diff fuzzer's source): the same logs, read from memory instead of their files, give
+  // the same diff, first divergence and per-rank counts included, and the same check.
+  SyntheticRunSpec a;
+  SyntheticRunSpec b;
+  b.hook = [](std::uint32_t rank, CallFields& call, Blocks&, Blocks&, Blocks&, Blocks&) {
+    if (rank == 1 && call.step == 2 && call.op == OpId::kAllReduce) call.input_fingerprint ^= 1;
+    return true;
+  };
+  write("a", a);
+  write("b", b);
+  const auto read_run = [&](const std::string& name, std::vector<std::string>& contents) {
+    const auto files = detnccl::analysis::list_run(dir_.run(name));
+    std::vector<std::span<const std::byte>> bytes;
+    contents.reserve(files.logs.size());
+    for (const auto& file : files.logs) {
+      std::ifstream stream(file.path, std::ios::binary);
+      contents.emplace_back(std::istreambuf_iterator<char>(stream), std::istreambuf_iterator<char>());
+      bytes.push_back(std::as_bytes(std::span(contents.back().data(), contents.back().size())));
+    }
+    return detnccl::analysis::run_in_memory(dir_.run(name), bytes);
+  };
+  std::vector<std::string> a_contents;
+  std::vector<std::string> b_contents;
+  const auto memory_a = read_run("a", a_contents);
+  const auto memory_b = read_run("b", b_contents);
+  ASSERT_EQ(memory_a.logs.size(), a.ranks);
+  for (const auto& file : memory_a.logs) EXPECT_TRUE(file.in_memory.has_value());
+
+  detnccl::analysis::DiffOptions options;
+  options.threads = 1;
+  const auto from_files = diff("a", "b", options);
+  const auto from_memory = detnccl::analysis::diff_runs(memory_a, memory_b, options);
+  ASSERT_EQ(from_memory.error, from_files.error);
+  ASSERT_TRUE(from_files.first.has_value());
+  ASSERT_TRUE(from_memory.first.has_value());
+  EXPECT_EQ(from_memory.first->rank, 1u);
+  EXPECT_EQ(from_memory.first->rank, from_files.first->rank);
+  EXPECT_EQ(from_memory.first->step(), from_files.first->step());
+  EXPECT_EQ(from_memory.first->kind, from_files.first->kind);
+  EXPECT_EQ(from_memory.receivers, from_files.receivers);
+  ASSERT_EQ(from_memory.ranks.size(), from_files.ranks.size());
+  for (std::size_t i = 0; i < from_files.ranks.size(); ++i) {
+    EXPECT_EQ(from_memory.ranks[i].matching, from_files.ranks[i].matching) << "rank " << i;
+    EXPECT_EQ(from_memory.ranks[i].differing, from_files.ranks[i].differing) << "rank " << i;
+  }
+  EXPECT_TRUE(detnccl::analysis::diff_runs(memory_a, memory_a, options).identical());
+
+  detnccl::analysis::CheckOptions check_options;
+  check_options.threads = 1;
+  const auto check_files = detnccl::analysis::check_run(detnccl::analysis::list_run(dir_.run("b")), check_options);
+  const auto check_memory = detnccl::analysis::check_run(memory_b, check_options);
+  EXPECT_EQ(check_memory.error, check_files.error);
+  EXPECT_EQ(check_memory.ranks, check_files.ranks);
+  EXPECT_EQ(check_memory.findings.size(), check_files.findings.size());
 }
 
 TEST_F(Analysis, ARecvNamesTheSendItReceivedFrom) {
