@@ -600,7 +600,8 @@ TEST(NumericsReplay, BadCallsAreRefusedWithAReason) {
   EXPECT_FALSE(replay(call, ReplayOptions{}, &error));
   EXPECT_NE(error.find("rank 1"), std::string::npos) << error;
   call = random_call(ncclFloat32, ncclSum, 3, 10, 1);
-  call.datatype = static_cast<ncclDataType_t>(99);
+  // 14: no NCCL datatype, yet within the enum's range (0-15): a value beyond it, such as 99, is undefined behaviour.
+  call.datatype = static_cast<ncclDataType_t>(14);
   EXPECT_FALSE(replay(call, ReplayOptions{}, &error));
   EXPECT_NE(error.find("datatype"), std::string::npos) << error;
   call = random_call(ncclFloat32, ncclSum, 3, 10, 1);
