@@ -48,6 +48,9 @@ inline std::string call_flag_names(std::uint16_t flags) {
   add(records::kCallPreMulSumScalar, "premulsum");
   add(records::kCallSegmentsDropped, "segments-dropped");
   add(records::kCallCaptured, "captured");
+  add(records::kCallInputSaved, "input-saved");
+  add(records::kCallOutputSaved, "output-saved");
+  add(records::kCallSaveSkipped, "save-skipped");
   return text;
 }
 

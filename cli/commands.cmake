@@ -2,8 +2,8 @@
 # library it is built on (reading runs, aligning calls, diff and its partial results, check, stats), which tests and benchmarks link too.
 add_library(detnccl_analysis STATIC
   analysis/run_logs.cc analysis/call_layout.cc analysis/call_matching.cc analysis/parallel.cc analysis/run_diff.cc analysis/partial_diff.cc analysis/rank_comparison.cc analysis/divergence.cc analysis/run_check.cc analysis/configuration_check.cc
-  analysis/run_jobs.cc analysis/run_stats.cc analysis/run_map.cc)
-target_link_libraries(detnccl_analysis PUBLIC detnccl_records detnccl_steps detnccl_hash detnccl_abi Threads::Threads
+  analysis/run_jobs.cc analysis/run_stats.cc analysis/run_map.cc analysis/magnitude_report.cc analysis/call_members.cc analysis/divergence_magnitude.cc)
+target_link_libraries(detnccl_analysis PUBLIC detnccl_records detnccl_steps detnccl_hash detnccl_abi detnccl_numerics Threads::Threads
                                        PRIVATE detnccl_options nlohmann_json::nlohmann_json)
 
 # The target is detnccl-cli (the name `detnccl` is the shim's library); the program is `detnccl`, built next to
@@ -18,7 +18,7 @@ add_custom_command(
   DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/report/report.html ${PROJECT_SOURCE_DIR}/cmake/EmbedText.cmake
   COMMENT "Embedding cli/report/report.html")
 add_executable(detnccl-cli detnccl_main.cc terminal.cc dump_command.cc diff_command.cc merge_command.cc
-                           check_command.cc stats_command.cc report_command.cc run_command.cc ${report_template_cc})
+                           check_command.cc stats_command.cc report_command.cc run_command.cc replay_command.cc ${report_template_cc})
 set_target_properties(detnccl-cli PROPERTIES OUTPUT_NAME detnccl)
 target_link_libraries(detnccl-cli PRIVATE detnccl_analysis CLI11::CLI11 nlohmann_json::nlohmann_json detnccl_options)
 # `detnccl run` finds the shim in PREFIX/<libdir> when installed (and in build/<preset>/lib in the build tree), and

@@ -24,14 +24,15 @@ inline constexpr int kExitUnusable = 2;  // unusable input or bad arguments (the
 // The subcommands: X(name, description). `detnccl fingerprint` is not a row: it forwards to the detnccl-fingerprint
 // program before any parsing (detnccl_main.cc). tests/test_cli.cc runs every subcommand `detnccl --help` lists
 // (--help exits 0, an unknown option exits 2) and checks that docs/cli.md documents it.
-#define DETNCCL_CLI_SUBCOMMANDS(X)                                                                                  \
-  X(dump, "Print a run's records, one line per record")                                                             \
-  X(diff, "Compare two runs call by call; report the first divergence, its kind, and each rank's first difference") \
-  X(merge, "Merge the partial results of one diff or check split by rank ranges (--ranks A-B --partial)")           \
-  X(check, "Check one run across its ranks: same collectives on every member, consistent contents")                 \
-  X(stats, "Calls and bytes per operation, communicator and rank; steps; truncated logs")                           \
-  X(report, "Write one self-contained HTML page of a diff (two runs) or a check and stats (one run)")               \
-  X(run, "Run a command (torchrun, srun, mpirun, hostnccl-run, a script) with the shim preloaded and DETNCCL_* set")
+#define DETNCCL_CLI_SUBCOMMANDS(X)                                                                                   \
+  X(dump, "Print a run's records, one line per record")                                                              \
+  X(diff, "Compare two runs call by call; report the first divergence, its kind, and each rank's first difference")  \
+  X(merge, "Merge the partial results of one diff or check split by rank ranges (--ranks A-B --partial)")            \
+  X(check, "Check one run across its ranks: same collectives on every member, consistent contents")                  \
+  X(stats, "Calls and bytes per operation, communicator and rank; steps; truncated logs")                            \
+  X(report, "Write one self-contained HTML page of a diff (two runs) or a check and stats (one run)")                \
+  X(run, "Run a command (torchrun, srun, mpirun, hostnccl-run, a script) with the shim preloaded and DETNCCL_* set") \
+  X(replay, "Recompute one captured reduction in rank, deterministic and arrival orders against an exact reference")
 
 // What runs a subcommand once its arguments are parsed; returns the exit status.
 using CommandRun = std::function<int()>;
@@ -136,6 +137,18 @@ struct ReportCommandOptions {
   unsigned threads = 0;
 };
 int report_command(const ReportCommandOptions& options);
+
+// `detnccl replay RUN --rank R --seq S`: one reduction recomputed from every member's captured input (issue #18,
+// docs/cli.md "replay", docs/magnitudes.md).
+struct ReplayCommandOptions {
+  std::string run;
+  std::uint32_t rank = 0;
+  std::uint64_t seq = 0;
+  int orders = 8;          // random arrival orders
+  std::uint64_t seed = 1;  // their seed
+  bool json = false;
+};
+int replay_command(const ReplayCommandOptions& options);
 
 // `detnccl run [OPTIONS] -- COMMAND [ARGS...]`: execs COMMAND with the shim preloaded, the PyTorch step hook first on
 // PYTHONPATH (unless no_python_steps) and DETNCCL_* set from the options (an option not given leaves the

@@ -3,6 +3,7 @@
 // writes one rank range's partial result instead (cli/analysis/partial_diff.h), which `detnccl merge` renders.
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -10,6 +11,8 @@
 #include <string>
 #include <system_error>
 
+#include "cli/analysis/divergence_magnitude.h"
+#include "cli/analysis/magnitude_report.h"
 #include "cli/analysis/partial_diff.h"
 #include "cli/analysis/run_diff.h"
 #include "cli/call_field_output.h"
@@ -68,7 +71,39 @@ std::string step_kind(const analysis::StepDivergence& s) {
   return s.input_differs ? "input" : "output";
 }
 
-json divergence_json(const CallDivergence& d) {
+// A magnitude's number: its value, or "inf" (JSON has no infinity).
+json magnitude_number(double value) { return std::isinf(value) ? json("inf") : json(value); }
+
+// The "magnitude" object (issue #18, docs/cli.md): keys exactly as documented; within_reordering_bound only for an
+// output divergence of a reduction whose members' inputs were captured.
+json magnitude_json(const analysis::MagnitudeOutcome& m) {
+  const numerics::Magnitude& g = m.magnitude.magnitude;
+  json out = {{"elements_differing", g.elements_differing},
+              {"first_index", g.first_index},
+              {"worst_index", g.worst_index},
+              {"max_ulp", g.max_ulp == numerics::kInfiniteUlp ? json("inf") : json(g.max_ulp)},
+              {"max_abs_error", magnitude_number(g.max_abs_error)},
+              {"max_rel_error", magnitude_number(g.max_rel_error)}};
+  if (m.magnitude.reordering) out["within_reordering_bound"] = m.magnitude.reordering->within_reordering_bound;
+  return out;
+}
+
+// The magnitude measured for rank's first divergence, if any.
+const analysis::MagnitudeOutcome* magnitude_of(const DiffMagnitudes* magnitudes, std::uint32_t rank) {
+  if (magnitudes == nullptr) return nullptr;
+  const auto it = magnitudes->find(rank);
+  return it == magnitudes->end() ? nullptr : &it->second;
+}
+
+// The text line of a magnitude outcome.
+std::string magnitude_text(const analysis::MagnitudeOutcome& m) {
+  if (!m.measured) return "not captured (" + m.not_captured + ")";
+  std::string text = analysis::magnitude_sentence(m.magnitude, m.side);
+  if (!m.no_bound.empty()) text += "; reordering bound not computed: " + m.no_bound;
+  return text;
+}
+
+json divergence_json(const CallDivergence& d, const DiffMagnitudes* magnitudes) {
   const CallSide& side = d.present_side();
   json out = {{"kind", analysis::divergence_kind_name(d.kind)},
               {"role", analysis::divergence_role_name(d.role)},
@@ -108,6 +143,9 @@ json divergence_json(const CallDivergence& d) {
                      {"seq", d.source->seq},
                      {"comm_seq", d.source->comm_seq}};
   }
+  if (const analysis::MagnitudeOutcome* m = magnitude_of(magnitudes, d.rank); m != nullptr && m->measured) {
+    out["magnitude"] = magnitude_json(*m);
+  }
   return out;
 }
 
@@ -116,7 +154,7 @@ std::string end_name(records::LogEndKind kind, const std::string& no_header) {
   return no_header.empty() ? std::string(analysis::log_end_name(kind)) : std::string("no header");
 }
 
-json rank_json(const RankDiff& rank) {
+json rank_json(const RankDiff& rank, const DiffMagnitudes* magnitudes) {
   json out = {{"rank", rank.rank},
               {"in_a", rank.in_a},
               {"in_b", rank.in_b},
@@ -138,7 +176,7 @@ json rank_json(const RankDiff& rank) {
   out["read_through_step"] = rank.read_through_step ? json(*rank.read_through_step) : json(nullptr);
   if (rank.late_start_a) out["late_start_a"] = *rank.late_start_a;
   if (rank.late_start_b) out["late_start_b"] = *rank.late_start_b;
-  out["first"] = rank.first ? divergence_json(*rank.first) : json(nullptr);
+  out["first"] = rank.first ? divergence_json(*rank.first, magnitudes) : json(nullptr);
   return out;
 }
 
@@ -176,7 +214,7 @@ std::string short_call(const CallDivergence& d) {
          std::to_string(d.seq());
 }
 
-void print_first(const Style& style, const CallDivergence& d) {
+void print_first(const Style& style, const CallDivergence& d, const DiffMagnitudes* magnitudes) {
   const CallSide& side = d.present_side();
   std::cout << "  call      " << analysis::describe_call(side.fields) << "\n";
   std::cout << "            communicator " << side.fields.comm_ordinal << " (id " << hex(side.communicator.id)
@@ -201,6 +239,9 @@ void print_first(const Style& style, const CallDivergence& d) {
                d.input_blocks, d.input_blocks_folded);
   fingerprints("output  ", d.output_differs, d.a.fields.output_fingerprint, d.b.fields.output_fingerprint,
                d.output_ranges, d.output_blocks, d.output_blocks_folded);
+  if (const analysis::MagnitudeOutcome* m = magnitude_of(magnitudes, d.rank); m != nullptr) {
+    std::cout << "  magnitude " << magnitude_text(*m) << "\n";
+  }
   if (d.source) {
     std::cout << "  source    rank " << d.source->rank << "'s " << records::op_name(d.source->op) << " (step "
               << d.source->step << ", seq " << d.source->seq << ")\n";
@@ -224,7 +265,7 @@ CallTotals call_totals(const RunDiff& diff) {
   return totals;
 }
 
-void print_text(const DiffCommandOptions& options, const RunDiff& diff) {
+void print_text(const DiffCommandOptions& options, const RunDiff& diff, const DiffMagnitudes* magnitudes) {
   const Style style = Style::for_stdout();
   const auto [matching, differing, unverified, missing] = call_totals(diff);
   const std::string scope = std::to_string(diff.ranks.size()) + " rank" + (diff.ranks.size() == 1 ? "" : "s");
@@ -269,7 +310,7 @@ void print_text(const DiffCommandOptions& options, const RunDiff& diff) {
     std::cout << "\n"
               << style.bold("First divergence") << ": rank " << d.rank << ", step " << d.step() << step_source_text(d)
               << ", " << analysis::divergence_kind_name(d.kind) << "\n";
-    print_first(style, d);
+    print_first(style, d, magnitudes);
     if (!diff.stopped.empty()) {
       std::cout << "  stopped   ranks whose first difference is a missing call at this step:";
       for (std::size_t i = 0; i < diff.stopped.size() && i < 32; ++i) std::cout << ' ' << diff.stopped[i];
@@ -332,6 +373,12 @@ void print_text(const DiffCommandOptions& options, const RunDiff& diff) {
     if (listed == 0) std::cout << "  every rank's digests are equal\n";
   } else {
     print_rank_table(options, diff, style);
+  }
+  // --verbose: every rank's first divergence measured, listed once any was (no capture at all: nothing to list).
+  if (options.verbose && magnitudes != nullptr &&
+      std::any_of(magnitudes->begin(), magnitudes->end(), [](const auto& entry) { return entry.second.measured; })) {
+    std::cout << "\n" << style.bold("Magnitudes") << " (each rank's first divergent call, from the capture files)\n";
+    for (const auto& [rank, m] : *magnitudes) std::cout << "  rank " << rank << ": " << magnitude_text(m) << "\n";
   }
   if (!diff.notes.empty()) {
     std::cout << "\n" << style.bold("Notes") << "\n";
@@ -435,10 +482,37 @@ int diff_command(const DiffCommandOptions& options) {
     const Progress progress("detnccl diff", std::max(a.logs.size(), b.logs.size()), "ranks compared", done);
     diff = analysis::diff_runs(a, b, diff_options);
   }
-  return print_diff_report(options, diff, "diff");
+  DiffMagnitudes magnitudes;
+  if (!measure_magnitudes(options, diff, "diff", &magnitudes)) return kExitUnusable;
+  return print_diff_report(options, diff, "diff", &magnitudes);
 }
 
-json diff_json(const DiffCommandOptions& options, const RunDiff& diff) {
+bool measure_magnitudes(const DiffCommandOptions& options, const RunDiff& diff, const char* command,
+                        DiffMagnitudes* magnitudes) {
+  if (!diff.error.empty()) return true;
+  analysis::RunCaptures captures_a(options.run_a), captures_b(options.run_b);
+  std::vector<const CallDivergence*> measured;
+  if (diff.first) measured.push_back(&*diff.first);
+  if (options.verbose) {
+    for (const RankDiff& rank : diff.ranks) {
+      if (rank.first) measured.push_back(&*rank.first);
+    }
+  }
+  for (const CallDivergence* d : measured) {
+    if (magnitudes->contains(d->rank)) continue;
+    std::string error;
+    std::optional<analysis::MagnitudeOutcome> outcome =
+        analysis::measure_call_divergence(captures_a, captures_b, *d, &error);
+    if (!error.empty()) {
+      std::cerr << "detnccl " << command << ": unusable input: damaged capture file " << error << "\n";
+      return false;
+    }
+    if (outcome) magnitudes->emplace(d->rank, std::move(*outcome));
+  }
+  return true;
+}
+
+json diff_json(const DiffCommandOptions& options, const RunDiff& diff, const DiffMagnitudes* magnitudes) {
   json out = {{"verdict", verdict(diff)}, {"run_a", options.run_a}, {"run_b", options.run_b}};
   if (!diff.error.empty()) {
     out["error"] = diff.error;
@@ -457,11 +531,11 @@ json diff_json(const DiffCommandOptions& options, const RunDiff& diff) {
           {{"field", c.field}, {"a", c.a}, {"b", c.b}, {"first_rank", c.first_rank}, {"ranks", c.rank_count}});
     }
     out["config_notes"] = notes;
-    out["first_divergence"] = diff.first ? divergence_json(*diff.first) : json(nullptr);
+    out["first_divergence"] = diff.first ? divergence_json(*diff.first, magnitudes) : json(nullptr);
     out["receivers"] = diff.receivers;
     out["stopped"] = diff.stopped;
     json ranks = json::array();
-    for (const RankDiff& rank : diff.ranks) ranks.push_back(rank_json(rank));
+    for (const RankDiff& rank : diff.ranks) ranks.push_back(rank_json(rank, magnitudes));
     out["ranks"] = ranks;
     out["notes"] = diff.notes;
     out["unknown_records"] = diff.unknown_records;
@@ -519,11 +593,12 @@ int diff_exit_status(const RunDiff& diff) {
   return diff.identical() ? kExitSame : kExitDiffers;
 }
 
-int print_diff_report(const DiffCommandOptions& options, const RunDiff& diff, const char* command) {
+int print_diff_report(const DiffCommandOptions& options, const RunDiff& diff, const char* command,
+                      const DiffMagnitudes* magnitudes) {
   if (options.json) {
-    std::cout << diff_json(options, diff).dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+    std::cout << diff_json(options, diff, magnitudes).dump(2, ' ', false, json::error_handler_t::replace) << "\n";
   } else if (diff.error.empty()) {
-    print_text(options, diff);
+    print_text(options, diff, magnitudes);
   }
   if (!diff.error.empty()) {
     std::cerr << "detnccl " << command << ": "

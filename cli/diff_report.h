@@ -3,20 +3,36 @@
 #ifndef DETNCCL_CLI_DIFF_REPORT_H
 #define DETNCCL_CLI_DIFF_REPORT_H
 
+#include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli/analysis/divergence_magnitude.h"
 #include "cli/analysis/run_diff.h"
 #include "cli/commands.h"
 
 namespace detnccl::cli {
 
-// Prints the diff as `detnccl diff` does with these options (run_a, run_b, from_step, to_step, json, verbose) and
-// returns its exit status; messages on stderr start with "detnccl COMMAND: ".
-int print_diff_report(const DiffCommandOptions& options, const analysis::RunDiff& diff, const char* command);
+// The magnitudes of divergences measured from capture files (diff only), by rank: each rank's first divergence.
+using DiffMagnitudes = std::map<std::uint32_t, analysis::MagnitudeOutcome>;
 
-// The document `detnccl diff --json` prints (docs/cli.md); `detnccl report` embeds it.
-nlohmann::json diff_json(const DiffCommandOptions& options, const analysis::RunDiff& diff);
+// Measures, from the runs' capture files (options.run_a, run_b), the first divergence and with options.verbose each
+// rank's first. False (after printing "detnccl COMMAND: unusable input: damaged capture file PATH: ..." on stderr)
+// when a capture file is damaged: exit 2.
+bool measure_magnitudes(const DiffCommandOptions& options, const analysis::RunDiff& diff, const char* command,
+                        DiffMagnitudes* magnitudes);
+
+// Prints the diff as `detnccl diff` does with these options (run_a, run_b, from_step, to_step, json, verbose) and
+// returns its exit status; messages on stderr start with "detnccl COMMAND: ". `magnitudes`: what the capture files
+// say of the divergences' sizes (null: nothing to say, as for merge).
+int print_diff_report(const DiffCommandOptions& options, const analysis::RunDiff& diff, const char* command,
+                      const DiffMagnitudes* magnitudes = nullptr);
+
+// The document `detnccl diff --json` prints (docs/cli.md); `detnccl report` embeds it. `magnitudes` as for
+// print_diff_report: a divergence measured there gets its `magnitude` object.
+nlohmann::json diff_json(const DiffCommandOptions& options, const analysis::RunDiff& diff,
+                         const DiffMagnitudes* magnitudes = nullptr);
 
 // The verdict as the text output says it: "IDENTICAL", "IDENTICAL METADATA", "DIVERGED", "UNDECIDED", "UNUSABLE".
 std::string diff_verdict_text(const analysis::RunDiff& diff);

@@ -87,7 +87,10 @@ int merge_command(const MergeCommandOptions& options) {
   report.to_step = merged.identity.to_step;
   report.json = options.json;
   report.verbose = options.verbose;
-  return print_diff_report(report, merged.diff, "merge");
+  // The same answer as one diff process: the divergences measured from the runs' capture files too.
+  DiffMagnitudes magnitudes;
+  if (!measure_magnitudes(report, merged.diff, "merge", &magnitudes)) return kExitUnusable;
+  return print_diff_report(report, merged.diff, "merge", &magnitudes);
 }
 
 }  // namespace detnccl::cli

@@ -126,10 +126,10 @@ std::optional<std::string_view> near_miss_of_known_name(std::string_view name) {
   std::optional<std::string_view> best;
   std::size_t best_distance = kMaxEdits + 1;
   for (const EnvVarInfo& info : kEnvVars) {
-    std::size_t distance = edit_distance(name, info.name);
+    std::size_t distance = edit_distance(name, info.name, kMaxEdits);
     const std::string_view suffix = info.name.substr(kPrefix.size());
     if (name.size() > suffix.size() && equals_ignoring_case(name.substr(name.size() - suffix.size()), suffix)) {
-      distance = std::min(distance, edit_distance(name.substr(0, name.size() - suffix.size()), kPrefix));
+      distance = std::min(distance, edit_distance(name.substr(0, name.size() - suffix.size()), kPrefix, kMaxEdits));
     }
     if (distance < best_distance) {
       best = info.name;
@@ -143,7 +143,7 @@ std::optional<std::string_view> near_miss_of_known_name(std::string_view name) {
 // feature that is off), and the variable whose value makes it so.
 struct Ineffective {
   EnvVar variable;
-  EnvVar because_of;  // DETNCCL_TRACE (tracing level) or DETNCCL_DETERMINISTIC
+  EnvVar because_of;  // DETNCCL_TRACE (tracing level), DETNCCL_DETERMINISTIC or DETNCCL_CAPTURE
   std::string reason;
 };
 
@@ -156,6 +156,9 @@ std::optional<std::string_view> feature_off(Refines refines, const Config& confi
     case Refines::kDeterministic:
       if (config.deterministic_mode()) return std::nullopt;
       return "deterministic mode is off";
+    case Refines::kCapture:
+      if (config.capture) return std::nullopt;
+      return "capture is off (DETNCCL_CAPTURE is not 1)";
     case Refines::kTracing:
       needed = TraceLevel::kMeta;
       break;
@@ -183,7 +186,9 @@ std::vector<Ineffective> find_ineffective(const Config& config) {
   for (const EnvVarInfo& info : kEnvVars) {
     const std::optional<std::string_view> reason = feature_off(info.refines, config);
     if (!reason || !differs_from_default(info.id, config)) continue;
-    const EnvVar because_of = info.refines == Refines::kDeterministic ? EnvVar::kDeterministic : EnvVar::kTrace;
+    const EnvVar because_of = info.refines == Refines::kDeterministic ? EnvVar::kDeterministic
+                              : info.refines == Refines::kCapture     ? EnvVar::kCapture
+                                                                      : EnvVar::kTrace;
     found.push_back({info.id, because_of, std::string(*reason)});
   }
   return found;
@@ -283,6 +288,10 @@ void parse_into(std::span<const std::string_view> environment, Config& config, s
       message.append("set DETNCCL_DETERMINISTIC=1 (or warn), or unset ")
           .append(name)
           .append(" (DETNCCL_DETERMINISTIC=0 keeps it, unused, with a warning).");
+    } else if (ineffective.because_of == EnvVar::kCapture) {
+      message.append("set DETNCCL_CAPTURE=1, or unset ")
+          .append(name)
+          .append(" (DETNCCL_CAPTURE=0 keeps it, unused, with a warning).");
     } else if (config.tracing()) {
       message.append("set DETNCCL_TRACE=segments, or unset ").append(name).append(".");
     } else {

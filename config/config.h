@@ -47,6 +47,7 @@ enum class Refines : std::uint8_t {
   kFingerprints,   // DETNCCL_TRACE at hash or above (the windows)
   kSegments,       // DETNCCL_TRACE=segments (DETNCCL_SEGMENT_BYTES)
   kDeterministic,  // DETNCCL_DETERMINISTIC=1 or warn (DETNCCL_ALGO, DETNCCL_ACCUMULATE)
+  kCapture,        // DETNCCL_CAPTURE=1 (DETNCCL_CAPTURE_BYTES)
 };
 
 // What the table says about one variable.
@@ -196,6 +197,8 @@ struct Config {
   IntervalSet ranks;  // every rank by default
   OpSet ops;          // every operation by default
   std::uint64_t min_bytes = 0;
+  bool capture = false;                                  // DETNCCL_CAPTURE
+  std::uint64_t capture_bytes = std::uint64_t{1} << 30;  // DETNCCL_CAPTURE_BYTES
   StepInferenceMode step_inference = StepInferenceMode::kAuto;
   steps::StepBoundary step_boundary;  // no rule by default
   LogLevel log_level = LogLevel::kWarn;

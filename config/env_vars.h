@@ -21,7 +21,8 @@
  *   field          the member of Config that holds the value
  *   refines        the feature without which a value other than the default has no effect (config::Refines):
  *                  kNothing, kTracing (any DETNCCL_TRACE level), kFingerprints (DETNCCL_TRACE=hash or segments),
- *                  kSegments (DETNCCL_TRACE=segments) or kDeterministic (DETNCCL_DETERMINISTIC=1 or warn)
+ *                  kSegments (DETNCCL_TRACE=segments), kCapture (DETNCCL_CAPTURE=1) or kDeterministic
+ *                  (DETNCCL_DETERMINISTIC=1 or warn)
  *   shown          how `detnccl diff` and `check` treat a difference between runs or ranks: diagnostic (it cannot
  *                  change a call's metadata or data, only what is printed or fingerprinted: a note) or result (it
  *                  may change results: a divergence or finding)
@@ -65,6 +66,13 @@
   X(kMinBytes, "DETNCCL_MIN_BYTES", byte_count, min_bytes, kFingerprints, diagnostic, "0",                           \
     "a byte count (decimal with optional K, M or G suffix, powers of 1024)",                                         \
     "Calls moving fewer bytes than this are counted and recorded but not fingerprinted.")                            \
+  X(kCapture, "DETNCCL_CAPTURE", boolean, capture, kFingerprints, diagnostic, "0", "0 or 1",                         \
+    "1 saves the whole input and output buffers of every fingerprinted call (the windows above choose them) in "      \
+    "DIR/RUN/rank-NNNNN.cap, each content stored once; needs call records (DETNCCL_TRACE=hash or segments).")        \
+  X(kCaptureBytes, "DETNCCL_CAPTURE_BYTES", byte_count, capture_bytes, kCapture, diagnostic, "1G",                   \
+    "a byte count (decimal with optional K, M or G suffix, powers of 1024)",                                         \
+    "Most bytes a rank's capture file may hold; past them capture stops with one warning and later calls are "       \
+    "recorded as not captured.")                                                                                     \
   X(kStepInference, "DETNCCL_STEP_INFERENCE", step_inference, step_inference, kTracing, diagnostic, "auto",          \
     kinds::step_inference::kAccepted,                                                                                \
     "How steps are numbered when the job marks none: auto (optimizer steps in PyTorch jobs, else the call "          \

@@ -80,19 +80,38 @@ std::string quoted(std::string_view value) {
   return out;
 }
 
-// Levenshtein distance, bounded: names longer than a known name by a lot are not typos of it.
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+// Levenshtein distance within a band (Ukkonen): a cell more than `limit` off the diagonal is above the limit anyway.
+// RATIONALE: the parser asks this of every environment name against every known name (the near-miss check), so it
+// costs O(length * limit), allocates nothing for names of usual length, and stops once a row exceeds the limit.
+std::size_t edit_distance(std::string_view a, std::string_view b, std::size_t limit) {
+  limit = std::min(limit, std::max(a.size(), b.size()));  // no distance exceeds the longer length
+  const std::size_t above_limit = limit + 1;
+  const std::size_t length_difference = a.size() > b.size() ? a.size() - b.size() : b.size() - a.size();
+  if (length_difference > limit) return above_limit;
+  constexpr std::size_t kStackRow = 128;
+  std::array<std::size_t, kStackRow> stack_row;
+  std::vector<std::size_t> heap_row;
+  std::size_t* row = stack_row.data();
+  if (b.size() + 1 > kStackRow) {
+    heap_row.resize(b.size() + 1);
+    row = heap_row.data();
+  }
+  // row[j] holds the previous row's distance, capped at above_limit; cells never in a band keep above_limit.
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = std::min(j, above_limit);
   for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
+    const std::size_t low = i > limit ? i - limit : 1;
+    const std::size_t high = std::min(b.size(), i + limit);
+    std::size_t diagonal = row[low - 1];
+    row[low - 1] = low == 1 ? std::min(i, above_limit) : above_limit;  // left of the band: out of reach
+    std::size_t row_minimum = row[low - 1];
+    for (std::size_t j = low; j <= high; ++j) {
       const std::size_t above = row[j];
       const std::size_t substitute = diagonal + (ascii_upper(a[i - 1]) == ascii_upper(b[j - 1]) ? 0 : 1);
-      row[j] = std::min({above + 1, row[j - 1] + 1, substitute});
+      row[j] = std::min({above + 1, row[j - 1] + 1, substitute, above_limit});
+      row_minimum = std::min(row_minimum, row[j]);
       diagonal = above;
     }
+    if (row_minimum > limit) return above_limit;  // no later row gets below this row's minimum
   }
   return row[b.size()];
 }

@@ -48,8 +48,9 @@ inline constexpr bool equals_ignoring_case(std::string_view a, std::string_view 
 // A value as an error message quotes it: escaped, and shortened (with its length) when long.
 std::string quoted(std::string_view value);
 
-// Levenshtein distance, compared without regard to case.
-std::size_t edit_distance(std::string_view a, std::string_view b);
+// Levenshtein distance, compared without regard to case, when it is at most `limit`; limit + 1 otherwise. Only the
+// diagonal band of width 2 * limit + 1 is computed, and names whose lengths differ by more than limit cost nothing.
+std::size_t edit_distance(std::string_view a, std::string_view b, std::size_t limit);
 
 // The known name closest to a mistyped one, if it is close enough to be a typo: a few edits away, or one name a
 // prefix of the other (DETNCCL_SEGMENT for DETNCCL_SEGMENT_BYTES).
@@ -61,8 +62,8 @@ std::optional<std::string_view> closest_name(std::string_view typed, const Names
   std::size_t best_distance = std::numeric_limits<std::size_t>::max();
   for (std::string_view name : names) {
     const std::string_view tail = name.substr(std::min(skip, name.size()));
-    std::size_t distance = edit_distance(typed, name);
     const std::size_t limit = tail.size() >= 10 ? 3 : 2;
+    std::size_t distance = edit_distance(typed, name, limit);
     const std::size_t shorter = std::min(tail.size(), typed_tail.size());
     if (distance > limit && shorter >= 4 &&
         equals_ignoring_case(tail.substr(0, shorter), typed_tail.substr(0, shorter))) {

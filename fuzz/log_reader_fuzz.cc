@@ -5,7 +5,8 @@
 // every decoded span lies inside the reader's copy (touched here so that ASan sees a read past it). Then the step
 // index: whatever offsets the bytes state, it names entries and records inside the log, and reading from a group it
 // names ends. Last, the same bytes as a file read streamed (pread()s into a buffer of a page, so that records
-// straddle its refills): every record, array and the verdict are those of the reader of the bytes in memory.
+// straddle its refills): every record, array and the verdict are those of the reader of the bytes in memory. And the
+// log cut short (where its last byte says) reads as a prefix of it: the same first records at the same offsets.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include <string>
 #include <variant>
 
+#include "fuzz/log_mutator.h"
 #include "records/log_reader.h"
 
 namespace {
@@ -54,13 +56,14 @@ bool same_record(const LogRecord& a, const LogRecord& b) {
          same_words(x->input_segments, y->input_segments) && same_words(x->output_segments, y->output_segments);
 }
 
-// The bytes read streamed from a file (a memfd) say what they say in memory.
+// The bytes read streamed from a file (a memfd, created once: emptied and refilled for each input) say what they say
+// in memory.
 void check_streamed(const std::uint8_t* data, std::size_t size) {
-  const int fd = memfd_create("fuzz-log", MFD_CLOEXEC);
-  if (fd < 0) return;
+  static const int fd = memfd_create("fuzz-log", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, 0) != 0) return;
   std::size_t written = 0;
   while (written < size) {
-    const ssize_t n = write(fd, data + written, size - written);
+    const ssize_t n = pwrite(fd, data + written, size - written, static_cast<off_t>(written));
     if (n <= 0) break;
     written += static_cast<std::size_t>(n);
   }
@@ -87,7 +90,21 @@ void check_streamed(const std::uint8_t* data, std::size_t size) {
       require(in_memory.reader->read_step_index().has_value() == streamed.reader->read_step_index().has_value());
     }
   }
-  close(fd);
+}
+
+// A log cut anywhere reads as a prefix (log_reader.h: a reader hands out only complete, intact records): the records
+// of its first `cut` bytes are the first records of the whole, the same ones at the same offsets.
+void check_prefix(const std::uint8_t* data, std::size_t size, std::size_t cut) {
+  auto whole = LogReader::from_bytes(std::as_bytes(std::span(data, size)));
+  auto prefix = LogReader::from_bytes(std::as_bytes(std::span(data, cut)));
+  if (!whole.reader || !prefix.reader) return;  // cut inside the header
+  LogRecord a;
+  LogRecord b;
+  while (prefix.reader->next(b)) {
+    require(whole.reader->next(a));
+    require(same_record(a, b));
+  }
+  require(prefix.reader->end().offset <= cut);
 }
 
 }  // namespace
@@ -135,6 +152,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   require(!reader.next(record));
 
   check_streamed(data, size);
+  // A cut chosen by the last byte: mutations of it move the cut over the whole log.
+  check_prefix(data, size, size * data[size - 1] / 256);
 
   // The step index (read from the end, through offsets the bytes state), and reads from each group it names.
   auto indexed = LogReader::from_bytes(std::as_bytes(std::span(data, size)));
@@ -157,3 +176,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   return 0;
 }
+
+#ifdef DETNCCL_LIBFUZZER
+extern "C" std::size_t LLVMFuzzerMutate(std::uint8_t* data, std::size_t size, std::size_t max_size);
+
+// libFuzzer's mutations, then the checksums fixed up (fuzz/log_mutator.h), so that mutated records are read.
+extern "C" std::size_t LLVMFuzzerCustomMutator(std::uint8_t* data, std::size_t size, std::size_t max_size,
+                                               unsigned int seed) {
+  size = LLVMFuzzerMutate(data, size, max_size);
+  if (detnccl::fuzz::fix_checksums_this_time(seed)) detnccl::fuzz::fix_log_checksums(data, size);
+  return size;
+}
+#endif

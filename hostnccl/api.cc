@@ -8,8 +8,10 @@
 #include "abi/nccl_abi.h"
 #pragma GCC visibility pop
 
+#include <atomic>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -116,6 +118,33 @@ ncclResult_t resolve_op(Comm* comm, ncclRedOp_t op, ncclDataType_t type, ReduceS
   return ncclSuccess;
 }
 
+// The process's traced calls (collectives, sends, receives) in the order they are made, from 0: the number the
+// shim's log gives each call (CallFields::seq) when the shim traces every communicator of the process. Counted
+// before any check, as the shim numbers a call before NCCL sees it.
+std::atomic<std::uint64_t> g_traced_calls{0};
+
+// HOSTNCCL_CORRUPT: marks `args` when the setting names this call of this rank, and says on stderr what it changes
+// (or why it changes nothing).
+void choose_corruption(CollArgs* args, const Comm* comm, std::uint64_t call_number, std::size_t output_elements,
+                       const char* call) {
+  const Corruption& fault = comm->config.corruption;
+  if (!fault.enabled || fault.rank != comm->rank || fault.call != call_number) return;
+  const std::string what = "hostnccl: HOSTNCCL_CORRUPT: call " + std::to_string(call_number) + " (" + call +
+                           ") of rank " + std::to_string(comm->rank) + ": ";
+  if (!row_of(args->kind).reduces || fault.element >= output_elements) {
+    std::fprintf(stderr, "%snothing changed (%s)\n", what.c_str(),
+                 !row_of(args->kind).reduces
+                     ? "not a reduction"
+                     : ("its output has " + std::to_string(output_elements) + " elements").c_str());
+    return;
+  }
+  args->corrupt = true;
+  args->corrupt_element = fault.element;
+  args->corrupt_factor = fault.factor;
+  std::fprintf(stderr, "%soutput element %llu %s %g\n", what.c_str(), static_cast<unsigned long long>(fault.element),
+               detnccl::arith::dtype_is_floating(args->type) ? "multiplied by" : "plus", fault.factor);
+}
+
 // Common checks and submission of a collective. Which buffers this rank uses, and how many blocks of `count`
 // elements each holds, come from the op's row of abi/traced_ops.h.
 ncclResult_t collective(CollArgs args, ncclRedOp_t op, Comm* comm, cudaStream_t stream) {
@@ -123,6 +152,7 @@ ncclResult_t collective(CollArgs args, ncclRedOp_t op, Comm* comm, cudaStream_t 
   using detnccl::abi::OnRanks;
   const detnccl::abi::TracedOpRow& row = row_of(args.kind);
   const char* call = row.nccl_name.data();  // a string literal ("ncclAllReduce"), so NUL-terminated
+  const std::uint64_t call_number = g_traced_calls.fetch_add(1, std::memory_order_relaxed);
   if (const ncclResult_t r = check_comm(comm, call); r != ncclSuccess) return r;
   if (row.peer == detnccl::abi::PeerRole::kRoot) {
     if (const ncclResult_t r = check_rank(args.root, comm, "root", call); r != ncclSuccess) return r;
@@ -148,6 +178,7 @@ ncclResult_t collective(CollArgs args, ncclRedOp_t op, Comm* comm, cudaStream_t 
   if (row.reduces) {
     if (const ncclResult_t r = resolve_op(comm, op, args.type, &args.spec, call, stream); r != ncclSuccess) return r;
   }
+  choose_corruption(&args, comm, call_number, recv_needed ? args.count * recv_blocks : 0, call);
   const std::size_t element = dtype_size(args.type);
   std::unique_ptr<Op> coll;
   if (const ncclResult_t r = make_staged_coll_op(comm, args, send_needed ? args.count * send_blocks * element : 0,
@@ -523,7 +554,13 @@ ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, nc
 static ncclResult_t point_to_point(bool sending, void* buffer, size_t count, ncclDataType_t datatype, int peer,
                                    ncclComm_t comm, cudaStream_t stream) {
   const char* call = sending ? "ncclSend" : "ncclRecv";
+  const std::uint64_t call_number = g_traced_calls.fetch_add(1, std::memory_order_relaxed);
   if (const ncclResult_t r = check_comm(comm, call); r != ncclSuccess) return r;
+  if (const Corruption& fault = comm->config.corruption;
+      fault.enabled && fault.rank == comm->rank && fault.call == call_number) {
+    std::fprintf(stderr, "hostnccl: HOSTNCCL_CORRUPT: call %llu (%s) of rank %d: nothing changed (not a reduction)\n",
+                 static_cast<unsigned long long>(call_number), call, comm->rank);
+  }
   if (const ncclResult_t r = check_type(datatype, call); r != ncclSuccess) return r;
   if (const ncclResult_t r = check_rank(peer, comm, "peer", call); r != ncclSuccess) return r;
   if (const ncclResult_t r = check_count(count, datatype, 1, call); r != ncclSuccess) return r;

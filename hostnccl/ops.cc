@@ -230,12 +230,14 @@ class CollOp final : public Op {
         for (int k = 0; k < n; ++k)
           inputs_[static_cast<std::size_t>(k)] = slot_at(order_[static_cast<std::size_t>(k)], 0);
         reduce_in_order(recv_at(offset_), inputs_.data(), n, length, args_.type, args_.spec);
+        corrupt_if_chosen(length);
         break;
       case CollKind::kReduceScatter:
         for (int k = 0; k < n; ++k) {
           inputs_[static_cast<std::size_t>(k)] = slot_at(order_[static_cast<std::size_t>(k)], mine * length);
         }
         reduce_in_order(recv_at(offset_), inputs_.data(), n, length, args_.type, args_.spec);
+        corrupt_if_chosen(length);
         break;
       case CollKind::kBroadcast:
         copy(recv_at(offset_), me == args_.root ? send_at(offset_) : slot_at(args_.root, 0), length);
@@ -258,6 +260,13 @@ class CollOp final : public Op {
       case CollKind::kSend:
       case CollKind::kRecv:
         break;  // never a CollOp (see CollKind)
+    }
+  }
+
+  // HOSTNCCL_CORRUPT: the chosen element, once the chunk holding it is reduced.
+  void corrupt_if_chosen(std::size_t length) const {
+    if (args_.corrupt && args_.corrupt_element >= offset_ && args_.corrupt_element - offset_ < length) {
+      corrupt_element(args_.recv, args_.corrupt_element, args_.type, args_.corrupt_factor);
     }
   }
 

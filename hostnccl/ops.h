@@ -77,6 +77,11 @@ struct CollArgs {
   ncclDataType_t type = ncclFloat32;
   ReduceSpec spec;
   int root = 0;
+  // HOSTNCCL_CORRUPT chose this call of this rank: its output element `corrupt_element` is changed after the
+  // reduction (reduce.h's corrupt_element).
+  bool corrupt = false;
+  std::size_t corrupt_element = 0;
+  double corrupt_factor = 1;
 };
 
 /* Joins (rank 0: creates) the communicator's segment and waits until every rank has attached. */

@@ -1,6 +1,7 @@
 #include "hostnccl/reduce.h"
 
 #include <cstring>
+#include <type_traits>
 
 #include "collectives/dtype_arith.h"
 
@@ -92,6 +93,21 @@ ReduceSpec builtin_reduce_spec(ncclRedOp_t op, ncclDataType_t type) {
       break;
   }
   return spec;
+}
+
+void corrupt_element(void* data, std::size_t index, ncclDataType_t type, double factor) {
+  detnccl::arith::visit_dtype(type, [&](auto tag) {
+    using T = decltype(tag);
+    using A = Arith<T>;
+    const T x = load<T>(data, index);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      store<T>(data, index, static_cast<T>(static_cast<double>(x) * factor));
+    } else if constexpr (std::is_same_v<typename A::Compute, float>) {
+      store<T>(data, index, A::from_compute(static_cast<float>(static_cast<double>(A::to_compute(x)) * factor)));
+    } else {
+      store<T>(data, index, A::add(x, static_cast<T>(static_cast<long long>(factor))));
+    }
+  });
 }
 
 void reduce_in_order(void* out, const void* const* inputs, int ninputs, std::size_t count, ncclDataType_t type,

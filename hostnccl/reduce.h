@@ -28,6 +28,11 @@ ReduceSpec builtin_reduce_spec(ncclRedOp_t op, ncclDataType_t type);
 void reduce_in_order(void* out, const void* const* inputs, int ninputs, std::size_t count, ncclDataType_t type,
                      const ReduceSpec& spec);
 
+/* HOSTNCCL_CORRUPT's fault: element `index` of `data` (of `type`) multiplied by `factor` and rounded to the type
+ * (fp16, bf16 and fp8 through fp32, fp8 saturating as every conversion of dtype_arith.h does); integer types get
+ * `factor` truncated toward zero added, wrapping. */
+void corrupt_element(void* data, std::size_t index, ncclDataType_t type, double factor);
+
 }  // namespace hostnccl
 
 #endif  // DETNCCL_HOSTNCCL_REDUCE_H

@@ -48,7 +48,12 @@
     "`ncclInvalidArgument` on an invalid tag.")                                                                       \
   X(kIdFile, "HOSTNCCL_ID_FILE", path, "unset", "a file path that all ranks share",                                   \
     "the file through which the ranks of a job share the unique id; `hostnccl-run` sets it (`docs/launcher.md`). "    \
-    "Read by hostnccl-run's bootstrap helper, not by the library.")
+    "Read by hostnccl-run's bootstrap helper, not by the library.")                                                   \
+  X(kCorrupt, "HOSTNCCL_CORRUPT", corruption, "unset",                                                                \
+    "rank:R,call:S,element:E,factor:F (each key once, any order; R, S, E whole numbers >= 0, F a finite number)",     \
+    "a test fault (see Fault injection): `rank:R,call:S,element:E,factor:F` multiplies element E of the output of "   \
+    "the process's call number S (0-based, counting its traced calls: the shim's `seq`) by F after the reduction, "   \
+    "on communicator rank R; integers get F added. Reductions only (AllReduce, ReduceScatter, Reduce at the root).")
 
 namespace hostnccl {
 
@@ -88,6 +93,16 @@ inline constexpr double kMaxTimeoutSeconds = 1e9;
 // Slot and ring sizes: at least this, at most 2^40, rounded down to 64 bytes (slots stay cache-line aligned).
 inline constexpr std::size_t kMinBufferBytes = 4096;
 static_assert(kMaxJobTagLength == 32, "HOSTNCCL_JOB_TAG's accepted_text says 32 characters");
+
+// HOSTNCCL_CORRUPT: the one element a test fault changes (docs/hostnccl.md, Fault injection).
+struct Corruption {
+  bool enabled = false;
+  int rank = 0;               // the communicator rank whose output changes
+  std::uint64_t call = 0;     // the process's traced call number (0-based), as the shim's seq
+  std::uint64_t element = 0;  // the element of that rank's output
+  double factor = 1;          // floating: multiplied by it; integers: it is added (truncated toward zero)
+  bool operator==(const Corruption&) const = default;
+};
 
 // The kinds of value (the table's kind column): parse(text, out) reads a non-empty value into *out, or returns false
 // and leaves *out alone.
@@ -131,6 +146,46 @@ struct job_tag {  // is_valid_job_tag (shm_names.h); the view points into the en
   static bool parse(const char* text, std::string_view* out) {
     if (!is_valid_job_tag(text)) return false;
     *out = text;
+    return true;
+  }
+};
+
+struct corruption {  // rank:R,call:S,element:E,factor:F: each key once, in any order
+  using Value = Corruption;
+  static bool parse(const char* text, Corruption* out) {
+    Corruption value;
+    value.enabled = true;
+    bool seen[4] = {false, false, false, false};
+    std::string_view rest = text;
+    while (!rest.empty()) {
+      const std::size_t comma = rest.find(',');
+      const std::string_view item = rest.substr(0, comma);
+      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+      if (comma != std::string_view::npos && rest.empty()) return false;  // a trailing comma
+      const std::size_t colon = item.find(':');
+      if (colon == std::string_view::npos) return false;
+      const std::string key(item.substr(0, colon)), number(item.substr(colon + 1));
+      if (number.empty()) return false;
+      char* end = nullptr;
+      errno = 0;
+      if (key == "factor") {
+        const double factor = std::strtod(number.c_str(), &end);
+        if (*end != '\0' || !std::isfinite(factor) || seen[3]) return false;
+        value.factor = factor;
+        seen[3] = true;
+        continue;
+      }
+      const int index = key == "rank" ? 0 : key == "call" ? 1 : key == "element" ? 2 : -1;
+      if (index < 0 || seen[index] || number[0] == '-' || number[0] == '+') return false;
+      const unsigned long long whole = std::strtoull(number.c_str(), &end, 10);
+      if (errno != 0 || *end != '\0' || (index == 0 && whole > 0x7FFFFFFFull)) return false;
+      seen[index] = true;
+      if (index == 0) value.rank = static_cast<int>(whole);
+      if (index == 1) value.call = whole;
+      if (index == 2) value.element = whole;
+    }
+    if (!(seen[0] && seen[1] && seen[2] && seen[3])) return false;
+    *out = value;
     return true;
   }
 };

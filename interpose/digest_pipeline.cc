@@ -7,6 +7,7 @@
 #include <exception>
 #include <mutex>
 #include <new>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -15,6 +16,7 @@
 #include "interpose/buffer_location.h"
 #include "interpose/non_blocking.h"
 #include "interpose/shim_log.h"
+#include "interpose/trace_log.h"
 #include "interpose/tracer_process.h"
 #include "records/block_digests.h"
 
@@ -80,10 +82,87 @@ void start_digests(const void* data, std::uint64_t bytes, std::uint64_t blocks, 
   out.ticket = enqueue_device_digests({data, bytes, blocks, segments ? config.segment_bytes : 0, device}, stream);
 }
 
+void start_capture(const void* data, std::uint64_t bytes, cudaStream_t stream, int device, const DigestSource& digests,
+                   CaptureSource& out) noexcept {
+  records::CaptureWriter* capture = g_process->log.active_capture.load(std::memory_order_acquire);
+  if (capture == nullptr) return;
+  out.wanted = true;
+  out.bytes = bytes;
+  if (capture->stopped()) return;  // budget spent or a failure: the record says "not saved"
+  if (digests.known) {
+    // RATIONALE: the fingerprint is known now (host memory): content the file holds already is not copied again.
+    if (capture->contains(digests.digests.whole, bytes)) {
+      out.already_stored = true;
+      return;
+    }
+    try {
+      const auto* first = static_cast<const std::byte*>(data);
+      out.host.assign(first, first + bytes);
+    } catch (const std::exception& error) {
+      stop_capture_with_warning(std::string("cannot copy a buffer of ") + std::to_string(bytes) + " bytes (" +
+                                error.what() + ")");
+    }
+    return;
+  }
+  if (digests.ticket) {
+    out.ticket = hash::enqueue_device_copy({data, bytes, device}, stream);
+    if (!out.ticket) stop_capture_with_warning("out of memory while enqueueing a device copy");
+  }
+  // Otherwise no fingerprint is coming (the buffer's location is unknown, or fingerprinting failed): there is no
+  // content address to store it under, and the record says "not saved".
+}
+
 namespace {
+
+// Stores one side's buffer in the capture file, once its fingerprint is known, and says so in the flags.
+void save_capture(const DigestSource& digests, CaptureSource& copy, std::uint16_t saved_flag,
+                  records::CallFields& fields) noexcept {
+  if (!copy.wanted) return;
+  bool saved = false;
+  records::CaptureWriter* capture = g_process->log.active_capture.load(std::memory_order_acquire);
+  if (digests.known && capture != nullptr) {
+    if (copy.already_stored) {
+      saved = true;
+    } else if (!capture->stopped()) {
+      std::span<const std::byte> bytes;
+      bool have = !copy.ticket;  // a host copy (possibly of 0 bytes)
+      if (!copy.ticket) bytes = copy.host;
+      if (copy.ticket) {
+        switch (copy.ticket->poll()) {
+          case hash::DeviceCopyTicket::kReady:
+            bytes = copy.ticket->bytes();
+            have = true;
+            if (copy.ticket->pageable()) {
+              log_warning_once(g_process->digests.warned_capture_pageable,
+                               "capture: pinned host memory could not be allocated, so device buffers are copied "
+                               "into pageable memory, which makes the job wait for each copy");
+            }
+            break;
+          case hash::DeviceCopyTicket::kFailed:
+            stop_capture_with_warning("a device buffer could not be copied (" + std::string(copy.ticket->failure()) +
+                                      ")");
+            break;
+          default:  // kCaptured (the record says so), or kPending (never here: settle waits)
+            break;
+        }
+      }
+      if (have && bytes.size() == copy.bytes) {
+        const records::CaptureSaveStatus status = capture->save(digests.digests.whole, bytes);
+        saved = status == records::CaptureSaveStatus::kStored || status == records::CaptureSaveStatus::kAlreadyStored;
+      }
+    }
+  }
+  fields.flags |= saved ? saved_flag : std::uint16_t{records::kCallSaveSkipped};
+  copy.host = {};  // the copy's memory goes back now, not when the record leaves the queue
+  copy.ticket.reset();
+  copy.wanted = false;
+}
 
 // Collects finished device digests into the call's fields. False while a ticket is still pending.
 bool settle(PendingCall& call) noexcept {
+  for (const CaptureSource* copy : {&call.input_copy, &call.output_copy}) {
+    if (copy->ticket && copy->ticket->poll() == hash::DeviceCopyTicket::kPending) return false;
+  }
   for (DigestSource* side : {&call.input, &call.output}) {
     if (!side->ticket) continue;
     switch (side->ticket->poll()) {
@@ -113,7 +192,17 @@ bool settle(PendingCall& call) noexcept {
     call.fields.output_fingerprint = call.output.digests.whole;
     call.fields.flags |= records::kCallOutputFingerprint;
   }
+  save_capture(call.input, call.input_copy, records::kCallInputSaved, call.fields);
+  save_capture(call.output, call.output_copy, records::kCallOutputSaved, call.fields);
   return true;
+}
+
+// Whether a call's capture has bytes to write: that is the collector's work, never the job thread's.
+bool capture_to_write(const PendingCall& call) noexcept {
+  for (const CaptureSource* copy : {&call.input_copy, &call.output_copy}) {
+    if (copy->wanted && !copy->already_stored && (copy->ticket || !copy->host.empty())) return true;
+  }
+  return false;
 }
 
 void write_record(const PendingCall& call) noexcept {
@@ -161,7 +250,7 @@ void collect_queued_records() {
 void submit(PendingCall&& call) noexcept {
   Process& process = *g_process;
   try {
-    const bool waits = call.input.ticket || call.output.ticket;
+    const bool waits = call.input.ticket || call.output.ticket || capture_to_write(call);
     std::unique_lock<std::mutex> lock(process.digests.queue_mutex);
     if (!waits && process.digests.queue.empty()) {
       lock.unlock();
@@ -186,6 +275,9 @@ void complete(PendingCall&& call) noexcept {
   if (call.hash_output && call.fields.result == ncclInProgress) call.fields.result = wait_until_enqueued(call.comm);
   if (call.hash_output && call.fields.result == ncclSuccess) {
     start_digests(call.output_data, call.output_bytes, call.output_blocks, call.stream, call.device, call.output);
+    if (call.capture_output) {
+      start_capture(call.output_data, call.output_bytes, call.stream, call.device, call.output, call.output_copy);
+    }
   }
   submit(std::move(call));
 }

@@ -13,8 +13,10 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "abi/nccl_abi.h"
+#include "hash/device_copies.h"
 #include "hash/device_fingerprints.h"
 #include "records/log_format.h"
 
@@ -33,6 +35,17 @@ struct DigestSource {
   std::unique_ptr<hash::DeviceDigestTicket> ticket;
 };
 
+// One side's buffer to save in the capture file (DETNCCL_CAPTURE), taken when its fingerprint is: copied on the CPU
+// for host memory, on the call's stream for device memory (a ticket the collector polls). The collector stores it
+// (records/capture_writer.h) before it writes the call's record, and the record's flags say whether it did.
+struct CaptureSource {
+  bool wanted = false;          // capture was asked for this side (DETNCCL_CAPTURE=1 and the call fingerprinted)
+  bool already_stored = false;  // the capture file holds this content already: nothing was copied
+  std::uint64_t bytes = 0;
+  std::vector<std::byte> host;  // the host copy
+  std::unique_ptr<hash::DeviceCopyTicket> ticket;
+};
+
 // A call between its real NCCL call and its record: waiting for the outermost ncclGroupEnd, or for device
 // fingerprints.
 struct PendingCall {
@@ -41,10 +54,12 @@ struct PendingCall {
   cudaStream_t stream = nullptr;
   int device = -1;  // the communicator's (ncclCommCuDevice), -1 if unknown: a default stream's device
   DigestSource input, output;
+  CaptureSource input_copy, output_copy;
   const void* output_data = nullptr;
   std::uint64_t output_bytes = 0;
   std::uint64_t output_blocks = 0;  // per-peer blocks to fingerprint (0: none)
   bool hash_output = false;
+  bool capture_output = false;
 };
 
 // Records waiting for device fingerprints, in the order their calls completed; the collector thread writes them
@@ -59,6 +74,7 @@ struct DigestQueue {
   std::atomic<bool> warned_location_unknown{false};
   std::atomic<bool> warned_device_failure{false};
   std::atomic<bool> warned_hash_failure{false};
+  std::atomic<bool> warned_capture_pageable{false};
   std::atomic<std::uint64_t> failed_device_sides{0};  // call sides whose device fingerprint failed, so far
   std::once_flag exit_drain_registered;               // see register_exit_drain
 };
@@ -68,6 +84,12 @@ struct DigestQueue {
 // `device`: the communicator's, for a default stream (see hash::DeviceDigestRequest::default_stream_device).
 void start_digests(const void* data, std::uint64_t bytes, std::uint64_t blocks, cudaStream_t stream, int device,
                    DigestSource& out) noexcept;
+
+// Starts the capture of one side of a call whose digests start_digests has just started (`digests`): a host copy now
+// (unless the capture file holds that content already), a copy on the call's stream for device memory, or nothing
+// when the side has no fingerprint coming or capture has stopped. Capture's own failures turn it off with one warning.
+void start_capture(const void* data, std::uint64_t bytes, cudaStream_t stream, int device, const DigestSource& digests,
+                   CaptureSource& out) noexcept;
 
 // A call that has run (its group too): fingerprints its outputs and hands its record to the log, now or through the
 // queue.

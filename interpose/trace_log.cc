@@ -21,7 +21,6 @@
 namespace detnccl::interpose {
 namespace {
 
-
 std::string hex64(std::uint64_t value) { return hash::format_digest(value); }
 
 // The run directory's name: from the environment, else from the id of the first communicator this process created
@@ -34,6 +33,8 @@ std::string run_name(Process& process) {
     return "run-" + hex64(process.registry.first_id);
   return config::run_name_from_time(static_cast<std::int64_t>(now_ns() / 1000000000ull));
 }
+
+void create_capture(Process& process, const std::string& run_directory, std::uint32_t rank);
 
 }  // namespace
 
@@ -94,9 +95,37 @@ void create_writer(Process& process, const Communicator& first) {
     return;
   }
   log_info("tracing to " + created.writer->path());
+  const std::string log_path = created.writer->path();
   process.log.writer = std::move(created.writer);
   process.log.active_writer.store(process.log.writer.get(), std::memory_order_release);
+  if (process.config.capture) create_capture(process, log_path.substr(0, log_path.rfind('/')), header.rank);
 }
+
+namespace {
+
+// The capture file next to the log (DETNCCL_CAPTURE=1): DIR/RUN/rank-NNNNN.cap. Without it the job goes on, traced.
+void create_capture(Process& process, const std::string& run_directory, std::uint32_t rank) {
+  if (!process.config.call_records()) {
+    log_warning(
+        "DETNCCL_CAPTURE=1 has no effect at DETNCCL_TRACE=steps: no call record would say which buffers a "
+        "capture holds; nothing is captured");
+    return;
+  }
+  records::CaptureWriterOptions options;
+  options.budget_bytes = process.config.capture_bytes;
+  // The writer's message says that capture stopped and that later calls are recorded as not captured.
+  options.on_stop = [](std::string_view message) { log_warning(message); };
+  records::CreatedCaptureWriter created = records::CaptureWriter::create(run_directory, rank, std::move(options));
+  if (!created.writer) {
+    log_warning("capture is off: " + created.error + " (tracing goes on)");
+    return;
+  }
+  log_info("capturing buffers to " + created.writer->path());
+  process.log.capture = std::move(created.writer);
+  process.log.active_capture.store(process.log.capture.get(), std::memory_order_release);
+}
+
+}  // namespace
 
 // RATIONALE: shim_active() stays on, so that group brackets stay balanced; with no active writer every traced
 // call returns at its first check. The message is built without allocating: this runs when memory ran out.
@@ -113,9 +142,23 @@ void stop_tracing_with_warning(std::string_view what, std::string_view detail) n
   if (writer != nullptr) writer->stop_early(why.data());
 }
 
+void stop_capture_with_warning(std::string_view why) noexcept {
+  records::CaptureWriter* capture =
+      g_process != nullptr ? g_process->log.active_capture.load(std::memory_order_acquire) : nullptr;
+  if (capture == nullptr || capture->stopped()) return;
+  capture->stop_early(why);
+  std::array<char, 512> message{};
+  std::snprintf(message.data(), message.size(),
+                "capture is off for the rest of this process: %.*s; later calls are recorded as not captured "
+                "(tracing goes on)",
+                static_cast<int>(why.size()), why.data());
+  log_warning(message.data());
+}
+
 void close_log(Process& process) {
   const std::lock_guard<std::mutex> lock(process.mutex);
   if (process.log.writer) process.log.writer->close();
+  if (process.log.capture) process.log.capture->close();
 }
 
 namespace {
@@ -123,6 +166,7 @@ namespace {
 // What a fork()ed child keeps of its parent's log: the writer, untouched and never freed (its mutex may have been
 // held by a parent thread at fork time; see tracer_process.cc). Volatile: the compiler must not drop the store.
 records::RecordWriter* volatile g_parent_writer = nullptr;
+records::CaptureWriter* volatile g_parent_capture = nullptr;
 
 }  // namespace
 
@@ -131,6 +175,10 @@ void log_start_over_in_child(TraceLog& log) {
   g_parent_writer = writer;
   if (writer != nullptr) writer->detach_after_fork();
   log.active_writer.store(nullptr, std::memory_order_release);
+  records::CaptureWriter* const capture = log.capture.release();
+  g_parent_capture = capture;
+  if (capture != nullptr) capture->detach_after_fork();
+  log.active_capture.store(nullptr, std::memory_order_release);
   log.writer_attempted = false;
   log.global_rank = 0;
 }

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string_view>
 
+#include "records/capture_writer.h"
 #include "records/record_writer.h"
 
 namespace detnccl::interpose {
@@ -24,6 +25,10 @@ struct TraceLog {
   bool writer_attempted = false;
   std::uint32_t global_rank = 0;
   std::atomic<records::RecordWriter*> active_writer{nullptr};
+  // DETNCCL_CAPTURE: the rank's capture file, created with the log (guarded likewise); `active_capture` is null when
+  // capture is off or could not start. Once it stops (budget, failure) the writer stays, saying stopped().
+  std::unique_ptr<records::CaptureWriter> capture;
+  std::atomic<records::CaptureWriter*> active_capture{nullptr};
 };
 
 // Creates the log at the first communicator recorded (ready: its size and rank are known). Caller holds
@@ -35,7 +40,11 @@ void create_writer(Process& process, const Communicator& first);
 // that readers and `detnccl diff`/`check` know that records are missing.
 void stop_tracing_with_warning(std::string_view what, std::string_view detail = {}) noexcept;
 
-// At exit, after the digest queue is drained: writes the end marker and closes the log.
+// Turns capture off after a failure of the shim's own (`why`), with one warning: the capture file ends with a stop
+// marker, and later calls are recorded as not captured (records::kCallSaveSkipped). Tracing goes on.
+void stop_capture_with_warning(std::string_view why) noexcept;
+
+// At exit, after the digest queue is drained: writes the end marker and closes the log (and the capture file).
 void close_log(Process& process);
 
 // In a fork()ed child (Process::mutex held): the parent's writer is abandoned unclosed (see tracer_process.cc).

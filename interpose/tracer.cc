@@ -157,9 +157,12 @@ std::optional<PendingCall> begin_call(const CallShape& shape, ThreadState& threa
     if (selected && input_here) {
       start_digests(shape.input.data, input_bytes, shape.input.per_peer_blocks ? nranks : 0, shape.stream, call.device,
                     call.input);
+      // DETNCCL_CAPTURE: the input is copied when it is fingerprinted, before NCCL can change it.
+      start_capture(shape.input.data, input_bytes, shape.stream, call.device, call.input, call.input_copy);
     }
     if (selected && output_here) {
       call.hash_output = true;
+      call.capture_output = true;
       call.output_data = shape.output.data;
       call.output_bytes = output_bytes;
       call.output_blocks = shape.output.per_peer_blocks ? nranks : 0;

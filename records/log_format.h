@@ -262,6 +262,14 @@ enum CallFlags : std::uint16_t {
   // only at DETNCCL_TRACE=segments (input_block_count 0 otherwise), so a record stays one size at any world size.
   kCallInputBlocksFolded = 1u << 7,
   kCallOutputBlocksFolded = 1u << 8,
+  // DETNCCL_CAPTURE (not kCallCaptured, which is CUDA stream capture): the side's whole buffer is in the rank's
+  // capture file (capture_format.h, rank-NNNNN.cap) under its content address (input_fingerprint or
+  // output_fingerprint, and the side's byte size), stored by this call or by an earlier one with the same content.
+  kCallInputSaved = 1u << 9,
+  kCallOutputSaved = 1u << 10,
+  // Capture was asked for (DETNCCL_CAPTURE=1 and the call fingerprinted) but a fingerprinted side is not saved: the
+  // budget (DETNCCL_CAPTURE_BYTES) was spent, the buffer was too large for a record, or capture failed.
+  kCallSaveSkipped = 1u << 11,
 };
 
 // Where a call record's step came from (CallFields::step_source).

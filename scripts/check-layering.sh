@@ -19,8 +19,9 @@ declare -A allowed=(
   [collectives]="abi cuda"
   [interpose]="abi collectives config cuda hash posix records steps"
   [hostnccl]="abi collectives posix"
+  [numerics]="abi collectives hostnccl/reduce.h"
   [launcher]="abi hostnccl posix"
-  [cli]="abi config/env_vars.h hash posix records steps"
+  [cli]="abi config/env_vars.h hash numerics posix records steps"
   [examples]="abi hash launcher posix"
 )
 

@@ -91,6 +91,18 @@ pair unmarked-vs-unnumbered unmarked unnumbered
 pair steps-vs-unmarked steps unmarked
 cp "$work/steps/rank-00000.dnc" "fuzz/corpus/log_reader/v$version-steps-rank0.dnc"
 
+# Capture files (DETNCCL_CAPTURE, records/capture_format.h): one closed cleanly, one whose budget ran out (a stop
+# marker), and the first one cut inside a record (a killed writer's torn tail). Named after their own format version.
+trace capture DETNCCL_CAPTURE=1 --
+trace capture-budget DETNCCL_CAPTURE=1 DETNCCL_CAPTURE_BYTES=6K --
+capture_version="$(od -An -tu4 -j8 -N4 "$work/capture/rank-00000.cap" | tr -d ' ')"
+[[ -n "$capture_version" ]] || { echo "fuzz-seeds: the 'capture' run wrote no capture file" >&2; exit 1; }
+mkdir -p fuzz/corpus/capture_reader
+rm -f fuzz/corpus/capture_reader/v"$capture_version"-*
+cp "$work/capture/rank-00000.cap" "fuzz/corpus/capture_reader/v$capture_version-closed.cap"
+cp "$work/capture-budget/rank-00000.cap" "fuzz/corpus/capture_reader/v$capture_version-budget-stopped.cap"
+head -c 1000 "$work/capture/rank-00000.cap" >"fuzz/corpus/capture_reader/v$capture_version-torn.cap"
+
 # The configuration: the header's own configuration text of a real log, and lists exercising every variable.
 strings -n 8 "$work/segments/rank-00000.dnc" | grep '^DETNCCL_' >fuzz/corpus/config/from-log-header.txt || true
 cat >fuzz/corpus/config/every-variable.txt <<'SEED'
@@ -102,6 +114,8 @@ DETNCCL_STEPS=1,5,40-44,100-
 DETNCCL_RANKS=0,3,8-15
 DETNCCL_OPS=AllReduce,reducescatter,Send,Recv
 DETNCCL_MIN_BYTES=1M
+DETNCCL_CAPTURE=1
+DETNCCL_CAPTURE_BYTES=64M
 DETNCCL_LOG_LEVEL=info
 DETNCCL_LOG_FILE=/tmp/detnccl.log
 DETNCCL_PRINT_CONFIG=1

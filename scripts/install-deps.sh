@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libxxhash-dev xxhash
+  libzstd-dev  # capture files (DETNCCL_CAPTURE): the header at build time, libzstd1 loaded at run time
   libboost-dev
   libgtest-dev libgmock-dev
   libbenchmark-dev

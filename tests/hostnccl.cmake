@@ -6,7 +6,7 @@ add_executable(test_dtype_arith test_dtype_arith.cc)
 target_link_libraries(test_dtype_arith PRIVATE detnccl_abi detnccl_options GTest::gtest_main)
 gtest_discover_tests(test_dtype_arith)
 
-foreach(suite collectives p2p api failures nonblocking)
+foreach(suite collectives p2p api failures nonblocking corrupt)
   add_executable(test_hostnccl_${suite} test_hostnccl_${suite}.cc)
   target_link_libraries(test_hostnccl_${suite} PRIVATE hostnccl detnccl_abi detnccl_options GTest::gtest_main
                                                        Threads::Threads ${CMAKE_DL_LIBS})

@@ -116,6 +116,177 @@ TEST(CliDiff, APerturbedInputIsFoundAtItsRankAndStepWithItsReceivers) {
   EXPECT_EQ(rank3["first"]["source"]["op"], "Send");
 }
 
+// HOSTNCCL_CORRUPT numbers calls as the shim's log does: the fault put on rank 1's call S is the divergence diff
+// finds, at rank 1, seq S, in the output (docs/hostnccl.md, Fault injection).
+TEST(CliDiff, AHostncclFaultIsFoundAtTheCallItNames) {
+  TempDir dir;
+  ASSERT_EQ(traced_job(dir, "a", 4, "--steps 3", "HOSTNCCL_REDUCE_ORDER=rank").exit_code, 0);
+  const std::size_t seq = detnccl::test::script_step(1, 4, 0).size();  // step 1's first call: an fp32 AllReduce
+  const CommandResult faulty = traced_job(
+      dir, "b", 4, "--steps 3",
+      "HOSTNCCL_REDUCE_ORDER=rank HOSTNCCL_CORRUPT=rank:1,call:" + std::to_string(seq) + ",element:0,factor:1001");
+  // The job checks its outputs and stops at the wrong one; its log holds the calls up to there.
+  EXPECT_NE(faulty.output.find("HOSTNCCL_CORRUPT: call " + std::to_string(seq) +
+                               " (ncclAllReduce) of rank 1: output "
+                               "element 0 multiplied by 1001"),
+            std::string::npos)
+      << faulty.output;
+  const json result = diff_json(dir, "a", "b");
+  ASSERT_FALSE(result.is_discarded());
+  EXPECT_EQ(result["verdict"], "diverged");
+  const json& first = result["first_divergence"];
+  EXPECT_EQ(first["kind"], "output") << first.dump(2);
+  EXPECT_EQ(first["rank"], 1) << first.dump(2);
+  EXPECT_EQ(first["seq"], seq) << first.dump(2);
+  EXPECT_EQ(first["op"], "AllReduce") << first.dump(2);
+  EXPECT_EQ(first["step"], 1) << first.dump(2);
+}
+
+// Issue #18: with DETNCCL_CAPTURE=1 diff measures the first divergence from the captured buffers. Arrival-order sums
+// differ within the reordering bound; a HOSTNCCL_CORRUPT fault of a factor 1001 is beyond it, at its element.
+TEST(CliDiffMagnitude, ArrivalOrderIsWithinTheBoundAndAFaultIsBeyond) {
+  TempDir dir;
+  bool diverged = false;
+  for (int attempt = 0; attempt < 5 && !diverged; ++attempt) {
+    const std::string a = "a" + std::to_string(attempt), b = "b" + std::to_string(attempt);
+    for (const std::string& name : {a, b}) {
+      ASSERT_EQ(
+          traced_job(dir, name, 4, "--steps 4 --wide-allreduce", "HOSTNCCL_REDUCE_ORDER=arrival DETNCCL_CAPTURE=1")
+              .exit_code,
+          0);
+    }
+    const json result = diff_json(dir, a, b, "--verbose");
+    ASSERT_FALSE(result.is_discarded());
+    if (result["verdict"] != "diverged") continue;
+    diverged = true;
+    const json& first = result["first_divergence"];
+    ASSERT_EQ(first["kind"], "output") << first.dump(2);
+    ASSERT_TRUE(first.contains("magnitude")) << first.dump(2);
+    const json& m = first["magnitude"];
+    EXPECT_GE(m["elements_differing"].get<int>(), 1) << m.dump();
+    EXPECT_GE(m["first_index"].get<int>(), 0) << m.dump();
+    EXPECT_GE(m["worst_index"].get<int>(), m["first_index"].get<int>()) << m.dump();
+    EXPECT_GE(m["max_ulp"].get<int>(), 1) << m.dump();
+    EXPECT_EQ(m["within_reordering_bound"], true) << m.dump();
+    EXPECT_EQ(m.size(), 7u) << m.dump();
+    for (const json& rank : result["ranks"]) {
+      if (!rank["first"].is_null() && rank["first"]["kind"] == "output") {
+        EXPECT_TRUE(rank["first"].contains("magnitude")) << "--verbose measures every rank's first: " << rank.dump();
+      }
+    }
+    const CommandResult text = detnccl("diff " + dir.run(a) + " " + dir.run(b));
+    EXPECT_EQ(text.exit_code, 1);
+    EXPECT_NE(text.output.find("magnitude outputs differ by at most "), std::string::npos) << text.output;
+    EXPECT_NE(text.output.find("within the reordering bound: summation order, not corruption"), std::string::npos)
+        << text.output;
+  }
+  EXPECT_TRUE(diverged) << "arrival order never changed a result: the test proves nothing";
+
+  ASSERT_EQ(traced_job(dir, "clean", 4, "--steps 3", "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1").exit_code, 0);
+  const std::size_t seq = detnccl::test::script_step(1, 4, 0).size();
+  traced_job(dir, "faulty", 4, "--steps 3",
+             "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1 HOSTNCCL_CORRUPT=rank:1,call:" + std::to_string(seq) +
+                 ",element:17,factor:1001");
+  const json result = diff_json(dir, "clean", "faulty");
+  ASSERT_FALSE(result.is_discarded());
+  const json& first = result["first_divergence"];
+  EXPECT_EQ(first["seq"], seq) << first.dump(2);
+  const json& m = first["magnitude"];
+  EXPECT_EQ(m["elements_differing"], 1) << m.dump();
+  EXPECT_EQ(m["first_index"], 17) << m.dump();
+  EXPECT_EQ(m["worst_index"], 17) << m.dump();
+  EXPECT_NEAR(m["max_rel_error"].get<double>(), 1000.0, 1e-3) << m.dump();
+  EXPECT_EQ(m["within_reordering_bound"], false) << m.dump();
+  const CommandResult text = detnccl("diff " + dir.run("clean") + " " + dir.run("faulty"));
+  EXPECT_NE(text.output.find("in 1 elements (of 1031; first at 17, worst at 17"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("beyond the reordering bound (1 elements, first at 17"), std::string::npos) << text.output;
+}
+
+TEST(CliDiffMagnitude, WithoutCaptureFilesItSaysNotCapturedAndADamagedOneIsUnusable) {
+  TempDir dir;
+  ASSERT_EQ(traced_job(dir, "a", 4, "--steps 2", "HOSTNCCL_REDUCE_ORDER=rank").exit_code, 0);
+  const std::size_t seq = detnccl::test::script_step(1, 4, 0).size();
+  traced_job(dir, "b", 4, "--steps 2",
+             "HOSTNCCL_REDUCE_ORDER=rank HOSTNCCL_CORRUPT=rank:2,call:" + std::to_string(seq) + ",element:3,factor:7");
+  const json result = diff_json(dir, "a", "b");
+  ASSERT_FALSE(result.is_discarded());
+  EXPECT_FALSE(result["first_divergence"].contains("magnitude")) << result["first_divergence"].dump(2);
+  const CommandResult text = detnccl("diff " + dir.run("a") + " " + dir.run("b"));
+  EXPECT_EQ(text.exit_code, 1);
+  EXPECT_NE(text.output.find("magnitude not captured (run A has no capture file for rank 2"), std::string::npos)
+      << text.output;
+
+  // Captured runs, then one byte of a blob's data flipped in run B's file for rank 2.
+  ASSERT_EQ(traced_job(dir, "ca", 4, "--steps 2", "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1").exit_code, 0);
+  traced_job(dir, "cb", 4, "--steps 2",
+             "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1 HOSTNCCL_CORRUPT=rank:2,call:" + std::to_string(seq) +
+                 ",element:3,factor:7");
+  ASSERT_EQ(detnccl("diff " + dir.run("ca") + " " + dir.run("cb")).exit_code, 1);
+  const std::string capture = dir.run("cb") + "/rank-00002.cap";
+  {
+    std::fstream file(capture, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(file.is_open()) << capture;
+    file.seekg(0, std::ios::end);
+    const std::streamoff size = file.tellg();
+    ASSERT_GT(size, 400);
+    file.seekg(size / 2);
+    char byte = 0;
+    file.read(&byte, 1);
+    byte = static_cast<char>(byte ^ 0x5A);
+    file.seekp(size / 2);
+    file.write(&byte, 1);
+  }
+  const CommandResult damaged = detnccl("diff " + dir.run("ca") + " " + dir.run("cb"), /*with_stderr=*/true);
+  EXPECT_EQ(damaged.exit_code, 2) << damaged.output;
+  EXPECT_NE(damaged.output.find("damaged capture file " + capture), std::string::npos) << damaged.output;
+}
+
+// `detnccl replay` (issue #18): the recomputed rank order gives a rank-order run's recorded bits, the deterministic
+// order a DETNCCL_DETERMINISTIC=1 run's; without capture, or for a call that is not there, exit 2.
+TEST(CliReplay, RankAndDeterministicOrdersGiveTheRecordedOutputs) {
+  TempDir dir;
+  ASSERT_EQ(traced_job(dir, "rank", 4, "--steps 2 --wide-allreduce", "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1")
+                .exit_code,
+            0);
+  ASSERT_EQ(traced_job(dir, "det", 4, "--steps 2 --wide-allreduce",
+                       "HOSTNCCL_REDUCE_ORDER=arrival DETNCCL_CAPTURE=1 DETNCCL_DETERMINISTIC=1")
+                .exit_code,
+            0);
+  for (const char* run : {"rank", "det"}) {
+    for (const char* rank : {"0", "3"}) {
+      const CommandResult result = detnccl("replay " + dir.run(run) + " --rank " + rank + " --seq 1 --json");
+      ASSERT_EQ(result.exit_code, 0) << result.output;
+      const json out = json::parse(result.output, nullptr, false);
+      ASSERT_FALSE(out.is_discarded()) << result.output;
+      EXPECT_EQ(out["op"], "AllReduce");
+      EXPECT_EQ(out["nranks"], 4);
+      ASSERT_GE(out["orders"].size(), 10u);
+      EXPECT_EQ(out["orders"][0]["order"], "rank");
+      EXPECT_EQ(out["orders"][1]["order"], "deterministic");
+      const std::size_t expected = std::string(run) == "rank" ? 0 : 1;
+      EXPECT_EQ(out["orders"][expected]["matches_recorded"], true) << run << " rank " << rank << ": " << out.dump(2);
+      EXPECT_FALSE(out["recorded"].is_null());
+      // The data's sums are not exact in fp32: the distances are measured, not all zero.
+      std::uint64_t differing = 0;
+      for (const json& order : out["orders"])
+        differing += order["from_reference"]["elements_differing"].get<std::uint64_t>();
+      EXPECT_GT(differing, 0u) << out.dump(2);
+    }
+  }
+  const CommandResult text = detnccl("replay " + dir.run("rank") + " --rank 2 --seq 0");
+  EXPECT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("rank: "), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("= the recorded output"), std::string::npos) << text.output;
+
+  ASSERT_EQ(traced_job(dir, "plain", 4, "--steps 1 --wide-allreduce").exit_code, 0);
+  const CommandResult absent = detnccl("replay " + dir.run("plain") + " --rank 0 --seq 0", true);
+  EXPECT_EQ(absent.exit_code, 2) << absent.output;
+  EXPECT_NE(absent.output.find("not captured"), std::string::npos) << absent.output;
+  const CommandResult no_call = detnccl("replay " + dir.run("rank") + " --rank 0 --seq 999", true);
+  EXPECT_EQ(no_call.exit_code, 2) << no_call.output;
+  EXPECT_NE(no_call.output.find("has no call with seq 999"), std::string::npos) << no_call.output;
+}
+
 TEST(CliDiff, ArrivalOrderReductionsShowAnOutputDivergenceAtTheFirstAffectedAllReduce) {
   TempDir dir;
   // Arrival order usually changes the sum's bits at the first call; the two runs could still agree by chance, so

@@ -7,13 +7,16 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 
 #include "abi/nccl_abi.h"
 #include "cli/analysis/call_layout.h"
+#include "cli/analysis/magnitude_report.h"
 #include "cli/analysis/run_check.h"
 #include "cli/analysis/run_diff.h"
 #include "cli/analysis/run_jobs.h"
@@ -239,6 +242,63 @@ TEST_F(Analysis, APerturbedInputIsTheOriginAndItsReceiversAreNamed) {
     ASSERT_TRUE(rank.first->source.has_value());
     EXPECT_EQ(rank.first->source->rank, bad_rank);
   }
+}
+
+TEST_F(Analysis, RunsReadFromMemoryGiveTheAnswersOfTheirFiles) {
+  // analysis::run_in_memory (the diff fuzzer's source): the same logs, read from memory instead of their files, give
+  // the same diff, first divergence and per-rank counts included, and the same check.
+  SyntheticRunSpec a;
+  SyntheticRunSpec b;
+  b.hook = [](std::uint32_t rank, CallFields& call, Blocks&, Blocks&, Blocks&, Blocks&) {
+    if (rank == 1 && call.step == 2 && call.op == OpId::kAllReduce) call.input_fingerprint ^= 1;
+    return true;
+  };
+  write("a", a);
+  write("b", b);
+  const auto read_run = [&](const std::string& name, std::vector<std::string>& contents) {
+    const auto files = detnccl::analysis::list_run(dir_.run(name));
+    std::vector<std::span<const std::byte>> bytes;
+    contents.reserve(files.logs.size());
+    for (const auto& file : files.logs) {
+      std::ifstream stream(file.path, std::ios::binary);
+      contents.emplace_back(std::istreambuf_iterator<char>(stream), std::istreambuf_iterator<char>());
+      bytes.push_back(std::as_bytes(std::span(contents.back().data(), contents.back().size())));
+    }
+    return detnccl::analysis::run_in_memory(dir_.run(name), bytes);
+  };
+  std::vector<std::string> a_contents;
+  std::vector<std::string> b_contents;
+  const auto memory_a = read_run("a", a_contents);
+  const auto memory_b = read_run("b", b_contents);
+  ASSERT_EQ(memory_a.logs.size(), a.ranks);
+  for (const auto& file : memory_a.logs) EXPECT_TRUE(file.in_memory.has_value());
+
+  detnccl::analysis::DiffOptions options;
+  options.threads = 1;
+  const auto from_files = diff("a", "b", options);
+  const auto from_memory = detnccl::analysis::diff_runs(memory_a, memory_b, options);
+  ASSERT_EQ(from_memory.error, from_files.error);
+  ASSERT_TRUE(from_files.first.has_value());
+  ASSERT_TRUE(from_memory.first.has_value());
+  EXPECT_EQ(from_memory.first->rank, 1u);
+  EXPECT_EQ(from_memory.first->rank, from_files.first->rank);
+  EXPECT_EQ(from_memory.first->step(), from_files.first->step());
+  EXPECT_EQ(from_memory.first->kind, from_files.first->kind);
+  EXPECT_EQ(from_memory.receivers, from_files.receivers);
+  ASSERT_EQ(from_memory.ranks.size(), from_files.ranks.size());
+  for (std::size_t i = 0; i < from_files.ranks.size(); ++i) {
+    EXPECT_EQ(from_memory.ranks[i].matching, from_files.ranks[i].matching) << "rank " << i;
+    EXPECT_EQ(from_memory.ranks[i].differing, from_files.ranks[i].differing) << "rank " << i;
+  }
+  EXPECT_TRUE(detnccl::analysis::diff_runs(memory_a, memory_a, options).identical());
+
+  detnccl::analysis::CheckOptions check_options;
+  check_options.threads = 1;
+  const auto check_files = detnccl::analysis::check_run(detnccl::analysis::list_run(dir_.run("b")), check_options);
+  const auto check_memory = detnccl::analysis::check_run(memory_b, check_options);
+  EXPECT_EQ(check_memory.error, check_files.error);
+  EXPECT_EQ(check_memory.ranks, check_files.ranks);
+  EXPECT_EQ(check_memory.findings.size(), check_files.findings.size());
 }
 
 TEST_F(Analysis, ARecvNamesTheSendItReceivedFrom) {
@@ -1062,9 +1122,9 @@ TEST(DiagnosticSettings, EveryTableRowIsShownAsItsRowSays) {
     EXPECT_EQ(detnccl::analysis::is_diagnostic_setting(info.name), info.diagnostic) << info.name;
     diagnostic += info.diagnostic ? 1 : 0;
   }
-  // DETNCCL_TRACE, the five windows and sizes, the two step numbering settings, and the three about detnccl's own
-  // output.
-  EXPECT_EQ(diagnostic, 11u);
+  // DETNCCL_TRACE, the five windows and sizes, the two capture settings, the two step numbering settings, and the
+  // three about detnccl's own output.
+  EXPECT_EQ(diagnostic, 13u);
   for (const char* name : {"NCCL_DEBUG", "NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_TIMESTAMP_FORMAT",
                            "NCCL_DEBUG_TIMESTAMP_LEVELS"}) {
     EXPECT_TRUE(detnccl::analysis::is_diagnostic_setting(name)) << name;
@@ -1672,6 +1732,34 @@ TEST_F(Analysis, ReportMapOfACheckNamesTheFindingsRanksAtTheirSteps) {
       EXPECT_EQ(map.at(rank, finding.step), rank == 2 ? CellStatus::kMissing : CellStatus::kOrigin) << rank;
     }
   }
+}
+
+// The magnitude line diff prints (issue #18): a reordering-sized difference of an fp32 sum, and a corruption.
+TEST(AnalysisMagnitude, TheSentenceSaysSummationOrderOrNot) {
+  const std::vector<float> x0 = {1.0f, 1e8f, 3.0f}, x1 = {2.0f, 1.0f, -3.0f}, x2 = {0.5f, -1e8f, 1.0f};
+  const std::vector<const void*> inputs = {x0.data(), x1.data(), x2.data()};
+  // Element 1: (1e8 + 1) - 1e8 = 0 in rank order, (1e8 - 1e8) + 1 = 1 in another: within.
+  const std::vector<float> a = {3.5f, 0.0f, 1.0f}, b = {3.5f, 1.0f, 1.0f};
+  const detnccl::numerics::ReductionOp sum;
+  const detnccl::analysis::DivergenceMagnitude within =
+      detnccl::analysis::measure_divergence(ncclFloat32, a.data(), b.data(), 3, sum, &inputs);
+  EXPECT_EQ(within.magnitude.elements_differing, 1u);
+  ASSERT_TRUE(within.reordering);
+  EXPECT_TRUE(within.reordering->within_reordering_bound);
+  const std::string text = detnccl::analysis::magnitude_sentence(within, "outputs");
+  EXPECT_EQ(text.rfind("outputs differ by at most ", 0), 0u) << text;
+  EXPECT_NE(text.find("in 1 elements (of 3; first at 1, worst at 1: abs 1, rel inf)"), std::string::npos) << text;
+  EXPECT_NE(text.find("within the reordering bound: summation order, not corruption"), std::string::npos) << text;
+
+  const std::vector<float> c = {3.5f * 1001, 0.0f, 1.0f};
+  const detnccl::analysis::DivergenceMagnitude beyond =
+      detnccl::analysis::measure_divergence(ncclFloat32, a.data(), c.data(), 3, sum, &inputs);
+  const std::string corrupt = detnccl::analysis::magnitude_sentence(beyond, "outputs");
+  EXPECT_NE(corrupt.find("beyond the reordering bound (1 elements, first at 0"), std::string::npos) << corrupt;
+  // Without the members' inputs (an input divergence), no verdict.
+  const std::string inputs_text = detnccl::analysis::magnitude_sentence(
+      detnccl::analysis::measure_divergence(ncclFloat32, a.data(), c.data(), 3, sum), "inputs");
+  EXPECT_EQ(inputs_text.find("reordering"), std::string::npos) << inputs_text;
 }
 
 }  // namespace

@@ -1,14 +1,19 @@
 // Tests of config/: parsing every DETNCCL_* variable, its errors, printing, and the rest of the environment.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <random>
 #include <set>
 #include <sstream>
+#include <string_view>
+#include <vector>
 
 #include "config/config.h"
+#include "config/value_kinds.h"
 
 namespace detnccl::config {
 namespace {
@@ -71,6 +76,45 @@ TEST(ConfigTable, TracedOpsAreTheCollectivesAndPointToPointCalls) {
   EXPECT_EQ(traced_op_from_name("SEND"), TracedOp::ncclSend);
   EXPECT_EQ(traced_op_from_name("ncclSend"), std::nullopt);
   EXPECT_EQ(traced_op_from_name("GroupStart"), std::nullopt);
+}
+
+TEST(EditDistance, TheBandedDistanceIsLevenshteinUpToItsLimit) {
+  // The parser's edit distance computes only the band within `limit` of the diagonal; against a full Levenshtein
+  // table (case-insensitive, as the parser compares names) on random pairs of short names over a small alphabet,
+  // where distances around every limit are common, it must give the distance when it is at most limit, else limit + 1.
+  const auto levenshtein = [](std::string_view a, std::string_view b) {
+    std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+    for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+    for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+      for (std::size_t j = 1; j <= b.size(); ++j) {
+        const bool same =
+            std::toupper(static_cast<unsigned char>(a[i - 1])) == std::toupper(static_cast<unsigned char>(b[j - 1]));
+        d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (same ? 0 : 1)});
+      }
+    }
+    return d[a.size()][b.size()];
+  };
+  std::mt19937 random(20);
+  constexpr std::string_view kAlphabet = "abAB_";
+  const auto random_name = [&] {
+    std::string name(random() % 14, ' ');
+    for (char& c : name) c = kAlphabet[random() % kAlphabet.size()];
+    return name;
+  };
+  for (int i = 0; i < 20000; ++i) {
+    const std::string a = random_name();
+    const std::string b = random_name();
+    const std::size_t limit = random() % 6;
+    const std::size_t exact = levenshtein(a, b);
+    ASSERT_EQ(detnccl::config::parsing::edit_distance(a, b, limit), std::min(exact, limit + 1))
+        << a << " / " << b << " limit " << limit;
+  }
+  // Names longer than the stack row (128) take the allocated one.
+  const std::string long_a(200, 'x');
+  std::string long_b = long_a;
+  long_b[100] = 'y';
+  EXPECT_EQ(detnccl::config::parsing::edit_distance(long_a, long_b, 3), 1u);
 }
 
 TEST(ParseConfig, EmptyEnvironmentGivesDefaultsAndNoTracing) {
@@ -363,16 +407,10 @@ TEST(ParseConfig, RanksAre32BitAndAWindowMustSelectARankOfTheJob) {
 // refines a feature is reported exactly when that feature is off, and one that refines nothing never is.
 TEST(EnvVarTable, EachRefinedSettingHasNoEffectExactlyWhenItsFeatureIsOff) {
   const std::map<std::string_view, std::string_view> non_default = {
-      {"DETNCCL_RUN", "r"},
-      {"DETNCCL_SEGMENT_BYTES", "64K"},
-      {"DETNCCL_STEPS", "3"},
-      {"DETNCCL_RANKS", "0"},
-      {"DETNCCL_OPS", "Send"},
-      {"DETNCCL_MIN_BYTES", "1K"},
-      {"DETNCCL_ALGO", "one_shot"},
-      {"DETNCCL_ACCUMULATE", "fp32"},
-      {"DETNCCL_STEP_INFERENCE", "off"},
-      {"DETNCCL_STEP_BOUNDARY", "Send,comm=1"},
+      {"DETNCCL_RUN", "r"},           {"DETNCCL_SEGMENT_BYTES", "64K"},  {"DETNCCL_STEPS", "3"},
+      {"DETNCCL_RANKS", "0"},         {"DETNCCL_OPS", "Send"},           {"DETNCCL_MIN_BYTES", "1K"},
+      {"DETNCCL_CAPTURE", "1"},       {"DETNCCL_CAPTURE_BYTES", "1M"},   {"DETNCCL_ALGO", "one_shot"},
+      {"DETNCCL_ACCUMULATE", "fp32"}, {"DETNCCL_STEP_INFERENCE", "off"}, {"DETNCCL_STEP_BOUNDARY", "Send,comm=1"},
   };
   struct Feature {
     std::vector<std::string_view> off, on;
@@ -382,6 +420,7 @@ TEST(EnvVarTable, EachRefinedSettingHasNoEffectExactlyWhenItsFeatureIsOff) {
       {Refines::kFingerprints, {{"DETNCCL_DIR=/d", "DETNCCL_TRACE=meta"}, {"DETNCCL_DIR=/d", "DETNCCL_TRACE=hash"}}},
       {Refines::kSegments, {{"DETNCCL_DIR=/d", "DETNCCL_TRACE=hash"}, {"DETNCCL_DIR=/d", "DETNCCL_TRACE=segments"}}},
       {Refines::kDeterministic, {{"DETNCCL_DETERMINISTIC=0"}, {"DETNCCL_DETERMINISTIC=1"}}},
+      {Refines::kCapture, {{"DETNCCL_DIR=/d", "DETNCCL_CAPTURE=0"}, {"DETNCCL_DIR=/d", "DETNCCL_CAPTURE=1"}}},
   };
   std::size_t refining = 0;
   for (const EnvVarInfo& info : env_vars()) {
@@ -472,6 +511,8 @@ TEST(ParseConfig, WhiteSpaceAtEitherEndIsRefusedInEveryVariable) {
       {"DETNCCL_RANKS", "0"},
       {"DETNCCL_OPS", "Send"},
       {"DETNCCL_MIN_BYTES", "1K"},
+      {"DETNCCL_CAPTURE", "1"},
+      {"DETNCCL_CAPTURE_BYTES", "1G"},
       {"DETNCCL_LOG_LEVEL", "info"},
       {"DETNCCL_LOG_FILE", "/tmp/l"},
       {"DETNCCL_PRINT_CONFIG", "1"},

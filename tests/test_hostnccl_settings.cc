@@ -29,6 +29,11 @@ std::string text_of(double value) { return std::to_string(value); }
 std::string text_of(hostnccl::ReduceOrder order) { return order == hostnccl::ReduceOrder::kRank ? "rank" : "arrival"; }
 std::string text_of(std::size_t value) { return std::to_string(value); }
 std::string text_of(std::string_view value) { return std::string(value); }
+std::string text_of(const hostnccl::Corruption& value) {
+  return std::string(value.enabled ? "on" : "off") + " rank " + std::to_string(value.rank) + " call " +
+         std::to_string(value.call) + " element " + std::to_string(value.element) + " factor " +
+         std::to_string(value.factor);
+}
 
 template <Setting id>
 void check_row(const Sample& sample) {
@@ -60,9 +65,14 @@ void check_row(const Sample& sample) {
 
 TEST(HostncclSettings, EveryRowIsReadWithItsKind) {
   const std::map<Setting, Sample> samples = {
-      {Setting::kTimeoutS, {"2.5", text_of(2.5), "soon"}},     {Setting::kReduceOrder, {"rank", "rank", "Rank"}},
-      {Setting::kSlotBytes, {"5000", "4992", "12"}},           {Setting::kRingBytes, {"4096", "4096", "-4096"}},
+      {Setting::kTimeoutS, {"2.5", text_of(2.5), "soon"}},
+      {Setting::kReduceOrder, {"rank", "rank", "Rank"}},
+      {Setting::kSlotBytes, {"5000", "4992", "12"}},
+      {Setting::kRingBytes, {"4096", "4096", "-4096"}},
       {Setting::kJobTag, {"4711x9f86", "4711x9f86", "Tag-1"}},
+      {Setting::kCorrupt,
+       {"element:3,factor:1001,rank:1,call:7", "on rank 1 call 7 element 3 factor " + std::to_string(1001.0),
+        "rank:1,call:7,element:3"}},
   };
   std::size_t checked = 0;
 #define HOSTNCCL_CHECK_ROW(id, name, kind, default_text, accepted_text, description) \

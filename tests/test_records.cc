@@ -1484,9 +1484,11 @@ std::vector<std::byte> framed(RecordType type, std::uint16_t fixed_bytes, std::v
   frame.type = static_cast<std::uint16_t>(type);
   frame.fixed_bytes = fixed_bytes;
   frame.checksum = record_checksum(frame.length, frame.type, frame.fixed_bytes, payload.data(), payload.size());
-  std::vector<std::byte> bytes;
-  append_bytes(bytes, frame);
-  bytes.insert(bytes.end(), payload.begin(), payload.end());
+  // RATIONALE: sized first and copied into, not inserted into an empty vector: at -O1 GCC 12 takes the insert for
+  // an overflow of the empty vector's storage (-Wstringop-overflow, a false positive).
+  std::vector<std::byte> bytes(sizeof(frame) + payload.size());
+  std::memcpy(bytes.data(), &frame, sizeof(frame));
+  std::copy(payload.begin(), payload.end(), bytes.begin() + sizeof(frame));
   return bytes;
 }
 

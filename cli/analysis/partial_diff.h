@@ -100,8 +100,9 @@ struct MergedCheck {
 // throws except std::bad_alloc.
 MergedCheck merge_partial_checks(std::vector<PartialCheck> parts, const std::vector<std::string>& names);
 
-// The command a partial result says it is a part of ("diff", "check"); empty when the text does not say (not JSON,
-// no "command" string): then the reader of either says what is wrong with it.
+// The command a partial result says it is a part of ("diff", "check"): its top-level "command" string, read up to
+// there (what follows is the reader's to judge); empty when the text does not say (not a JSON object, no "command"
+// string before the first syntax error): then the reader of either says what is wrong with it.
 std::string partial_result_command(std::string_view text);
 
 }  // namespace detnccl::analysis

@@ -350,6 +350,12 @@ class Checker {
     const OpId op = first.call.call.op;
     std::map<std::uint32_t, const Member*> by_comm_rank;
     for (const Member& member : group.members) by_comm_rank[member.comm_rank()] = &member;
+    // RATIONALE: the block checks below index a member's blocks by communicator rank. A forged or damaged log may state
+    // a rank outside its communicator's size (or a size of 0: no blocks at all); such a member has no block to check
+    // (found by fuzz_diff: fuzz/regressions/diff/).
+    const auto has_block = [](std::span<const std::uint64_t> blocks, std::uint32_t index) {
+      return index < blocks.size();
+    };
 
     // Outputs every member must share.
     if (op == OpId::kAllReduce || op == OpId::kBroadcast || op == OpId::kBcast || op == OpId::kAllGather) {
@@ -406,7 +412,7 @@ class Checker {
         } else if (holder != nullptr) {
           std::vector<std::uint32_t> odd;
           for (const auto& [r, member] : by_comm_rank) {
-            if (!member->has_input()) continue;
+            if (!member->has_input() || !has_block(holder->call.call.output_blocks, r)) continue;
             ++current_->content_checks;
             if (holder->call.call.output_blocks[r] != member->call.call.input_fingerprint) odd.push_back(member->rank);
           }
@@ -432,6 +438,8 @@ class Checker {
         if (!receiver->has_output() || receiver->call.call.output_blocks.size() != group.nranks) continue;
         for (const auto& [p, sender] : by_comm_rank) {
           if (!sender->has_input() || sender->call.call.input_blocks.size() != group.nranks) continue;
+          if (!has_block(receiver->call.call.output_blocks, p) || !has_block(sender->call.call.input_blocks, r))
+            continue;
           ++current_->content_checks;
           if (receiver->call.call.output_blocks[p] != sender->call.call.input_blocks[r]) {
             odd.push_back(receiver->rank);
@@ -465,7 +473,7 @@ class Checker {
       if (blocks.size() != group.nranks) return;
       std::vector<std::uint32_t> odd;
       for (const auto& [r, member] : by_comm_rank) {
-        if (!(gather ? member->has_input() : member->has_output())) continue;
+        if (!(gather ? member->has_input() : member->has_output()) || !has_block(blocks, r)) continue;
         ++current_->content_checks;
         const std::uint64_t expected =
             gather ? member->call.call.input_fingerprint : member->call.call.output_fingerprint;

@@ -40,7 +40,7 @@ RunLogs list_run(const std::string& path) {
     }
     if (fs::is_regular_file(status)) {
       const auto rank = rank_from_file_name(fs::path(path).filename().string());
-      run.logs.push_back({rank.value_or(0), path, rank.has_value()});
+      run.logs.push_back({rank.value_or(0), path, rank.has_value(), std::nullopt});
       run.single_file = true;
       return run;
     }
@@ -50,7 +50,8 @@ RunLogs list_run(const std::string& path) {
     }
     for (fs::directory_iterator it(path, error), end; !error && it != end; it.increment(error)) {
       const std::string name = it->path().filename().string();
-      if (const auto rank = rank_from_file_name(name)) run.logs.push_back({*rank, it->path().string()});
+      if (const auto rank = rank_from_file_name(name))
+        run.logs.push_back({*rank, it->path().string(), true, std::nullopt});
     }
     if (error) {
       run.error = path + ": cannot list the directory: " + error.message();
@@ -74,6 +75,18 @@ RunLogs list_run(const std::string& path) {
   return run;
 }
 
+RunLogs run_in_memory(const std::string& path, const std::vector<std::span<const std::byte>>& logs) {
+  RunLogs run;
+  run.path = path;
+  run.logs.reserve(logs.size());
+  for (std::size_t i = 0; i < logs.size(); ++i) {
+    const auto rank = static_cast<std::uint32_t>(i);
+    run.logs.push_back({rank, path + "/" + records::rank_log_file_name(rank), true, logs[i]});
+  }
+  if (run.logs.empty()) run.error = path + ": no rank-NNNNN.dnc logs in this directory (is it DETNCCL_DIR/RUN?)";
+  return run;
+}
+
 std::string rank_mismatch(const RankLogFile& file, const records::LogHeader& header) {
   if (!file.named_by_rank || header.rank == file.rank) return {};
   return file.path + ": the header says this is the log of rank " + std::to_string(header.rank) +
@@ -93,7 +106,21 @@ std::string refuse_single_file(const RunLogs& run, std::string_view command) {
 
 std::unique_ptr<RankLogStream> RankLogStream::open(const RankLogFile& file, std::string& error, bool* no_header,
                                                    records::LogAccess access) {
-  std::unique_ptr<RankLogStream> stream = open(file.path, error, no_header, access);
+  std::unique_ptr<RankLogStream> stream;
+  if (file.in_memory) {
+    records::OpenedLog opened = records::LogReader::from_bytes(*file.in_memory);
+    if (no_header != nullptr) *no_header = opened.no_header;
+    if (!opened.reader) {
+      error = file.path + ": " + opened.error;
+      return nullptr;
+    }
+    stream.reset(new RankLogStream());
+    stream->reader_ = std::move(opened.reader);
+    stream->path_ = file.path;
+    stream->in_memory_ = file.in_memory;
+  } else {
+    stream = open(file.path, error, no_header, access);
+  }
   if (stream) {
     if (std::string mismatch = rank_mismatch(file, stream->header()); !mismatch.empty()) {
       error = std::move(mismatch);
@@ -164,8 +191,9 @@ namespace {
 
 // Whether a version-1 log's calls carry steps other than 0. Version-1 writers did not record where a step came from,
 // but numbered nothing themselves: such steps were marked by the job.
-bool version_1_log_has_marked_steps(const std::string& path) {
-  records::OpenedLog opened = records::LogReader::open_file(path);
+bool version_1_log_has_marked_steps(const std::string& path, std::optional<std::span<const std::byte>> in_memory) {
+  records::OpenedLog opened =
+      in_memory ? records::LogReader::from_bytes(*in_memory) : records::LogReader::open_file(path);
   if (!opened.reader) return false;
   records::LogRecord record;
   while (opened.reader->next(record)) {
@@ -181,7 +209,7 @@ void RankLogStream::number_steps(const StepNumbering& numbering) {
   step_inference_ = nullptr;
   if (!numbering.infer) return;
   // RATIONALE: renumbering a version-1 log that the job marked would throw its real steps away.
-  if (reader_->header().format_version < 2 && version_1_log_has_marked_steps(path_)) return;
+  if (reader_->header().format_version < 2 && version_1_log_has_marked_steps(path_, in_memory_)) return;
   step_inference_ = std::make_unique<steps::StepInference>(numbering.boundary);
 }
 

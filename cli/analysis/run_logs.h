@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -59,6 +60,9 @@ struct RankLogFile {
   std::uint32_t rank = 0;  // from the file name (rank-NNNNN.dnc)
   std::string path;
   bool named_by_rank = true;  // false: a single file not named rank-NNNNN.dnc (its rank is then 0)
+  // Set: the log's bytes, held in memory by the caller (a fuzzer, a test), read in place of the file at `path` (then
+  // only a name in messages). They must outlive every stream opened on this file.
+  std::optional<std::span<const std::byte>> in_memory;
 };
 
 // The logs of one run, sorted by rank, or why there are none.
@@ -82,6 +86,10 @@ std::string refuse_single_file(const RunLogs& run, std::string_view command);
 // Lists a run: `path` is a run directory (DETNCCL_DIR/RUN) holding rank-NNNNN.dnc files, or a single .dnc file
 // (its rank then comes from its name, else 0). Never throws; failures are reported in RunLogs::error.
 RunLogs list_run(const std::string& path);
+
+// A run whose logs are held in memory: logs[i] is rank i's log (rank_log_file_name(i) inside `path`, a name for
+// messages). The bytes must outlive the RunLogs and every stream opened on it. Nothing is read from files.
+RunLogs run_in_memory(const std::string& path, const std::vector<std::span<const std::byte>>& logs);
 
 // What a call's communicator is, as far as the log says (zeros when its record is missing).
 struct CommunicatorInfo {
@@ -150,8 +158,8 @@ class RankLogStream {
   static std::unique_ptr<RankLogStream> open(const std::string& path, std::string& error, bool* no_header = nullptr,
                                              records::LogAccess access = records::LogAccess::kMapped);
 
-  // The same for a run's log, also refusing a header whose rank is not the one in the file's name (a renamed or
-  // copied file: its calls would be compared and matched as another rank's).
+  // The same for a run's log (from memory when file.in_memory is set), also refusing a header whose rank is not the
+  // one in the file's name (a renamed or copied file: its calls would be compared and matched as another rank's).
   static std::unique_ptr<RankLogStream> open(const RankLogFile& file, std::string& error, bool* no_header = nullptr,
                                              records::LogAccess access = records::LogAccess::kMapped);
 
@@ -203,6 +211,7 @@ class RankLogStream {
   std::unique_ptr<records::LogReader> reader_;
   records::LogRecord record_;  // reused: the reader decodes each call into the one it holds
   std::string path_;
+  std::optional<std::span<const std::byte>> in_memory_;  // the log's bytes when it was opened from memory
   std::vector<records::CommunicatorRecord> communicators_;
   OrdinalMap<CommunicatorInfo> by_ordinal_;  // the latest communicator record of each ordinal
   OrdinalMap<Counters> counters_;            // per communicator ordinal

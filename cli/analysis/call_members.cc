@@ -1,0 +1,46 @@
+#include "cli/analysis/call_members.h"
+
+#include <memory>
+
+#include "cli/analysis/run_logs.h"
+
+namespace detnccl::analysis {
+
+std::optional<std::vector<MemberCall>> find_member_calls(const std::string& run_path, std::uint64_t comm_id,
+                                                         std::uint32_t nranks, std::uint64_t collective_index,
+                                                         std::string* error) {
+  const RunLogs run = list_run(run_path);
+  if (!run.error.empty()) {
+    *error = run.error;
+    return std::nullopt;
+  }
+  std::vector<std::optional<MemberCall>> members(nranks);
+  for (const RankLogFile& file : run.logs) {
+    std::string open_error;
+    std::unique_ptr<RankLogStream> stream = RankLogStream::open(file, open_error);
+    if (stream == nullptr) continue;  // an unusable log: its rank, if a member, is reported missing below
+    CallInRun call;
+    while (stream->next(call)) {
+      if (!call.communicator.known || call.communicator.id != comm_id) continue;
+      if (call.call.op == records::OpId::kSend || call.call.op == records::OpId::kRecv) continue;
+      if (call.collective_index < collective_index) continue;
+      if (call.collective_index == collective_index && call.communicator.rank < nranks) {
+        members[call.communicator.rank] =
+            MemberCall{file.rank, call.communicator.rank, static_cast<const records::CallFields&>(call.call)};
+      }
+      break;  // this rank's calls of the communicator are past the index
+    }
+  }
+  std::vector<MemberCall> found;
+  for (std::uint32_t r = 0; r < nranks; ++r) {
+    if (!members[r]) {
+      *error = "rank " + std::to_string(r) + " of communicator " + std::to_string(comm_id) + " has no record of its " +
+               "collective number " + std::to_string(collective_index) + " in " + run_path;
+      return std::nullopt;
+    }
+    found.push_back(*members[r]);
+  }
+  return found;
+}
+
+}  // namespace detnccl::analysis
