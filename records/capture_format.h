@@ -95,6 +95,18 @@ struct CaptureEndFields {
 };
 static_assert(sizeof(CaptureEndFields) == 16);
 
+// A blob's content address: a call record finds its buffer's blob with (fingerprint, byte size).
+struct CaptureAddress {
+  std::uint64_t fingerprint = 0;
+  std::uint64_t bytes = 0;
+  bool operator==(const CaptureAddress&) const = default;
+};
+struct CaptureAddressHash {
+  std::size_t operator()(const CaptureAddress& address) const noexcept {
+    return static_cast<std::size_t>(address.fingerprint ^ (address.bytes * 0x9E3779B97F4A7C15ull));
+  }
+};
+
 // A capture record is at most this long (frame included, 8-byte aligned): buffers whose record would be longer are
 // not captured.
 inline constexpr std::uint64_t kMaxCaptureRecordBytes = 0xFFFFFFF8u;

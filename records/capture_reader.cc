@@ -244,7 +244,7 @@ std::string CaptureReader::index() noexcept {
           CaptureBlob blob;
           blob.offset = at;
           blob.fields = fields;
-          if (by_address_.emplace(Key{fields.fingerprint, fields.raw_bytes}, blobs_.size()).second) {
+          if (by_address_.emplace(CaptureAddress{fields.fingerprint, fields.raw_bytes}, blobs_.size()).second) {
             by_fingerprint_.emplace(fields.fingerprint, blobs_.size());
             blobs_.push_back(blob);
           }
@@ -279,7 +279,7 @@ std::string CaptureReader::index() noexcept {
 CaptureLookup CaptureReader::find(std::uint64_t fingerprint, std::uint64_t bytes) const noexcept {
   CaptureLookup lookup;
   try {
-    const auto found = by_address_.find(Key{fingerprint, bytes});
+    const auto found = by_address_.find(CaptureAddress{fingerprint, bytes});
     if (found == by_address_.end()) {
       lookup.status = CaptureLookupStatus::kAbsent;
       lookup.message = address_text(fingerprint, bytes) + " is not in the capture file";

@@ -96,16 +96,6 @@ class CaptureReader {
   // Checks the header and indexes the records; returns the open error, empty on success.
   std::string index() noexcept;
 
-  struct Key {
-    std::uint64_t fingerprint;
-    std::uint64_t bytes;
-    bool operator==(const Key&) const = default;
-  };
-  struct KeyHash {
-    std::size_t operator()(const Key& key) const noexcept {
-      return static_cast<std::size_t>(key.fingerprint ^ (key.bytes * 0x9E3779B97F4A7C15ull));
-    }
-  };
 
   std::vector<std::byte> owned_;  // from_bytes
   void* mapping_ = nullptr;       // open_file
@@ -113,7 +103,7 @@ class CaptureReader {
   std::span<const std::byte> data_;
   CaptureFileHeader header_;
   std::vector<CaptureBlob> blobs_;
-  std::unordered_map<Key, std::size_t, KeyHash> by_address_;       // index into blobs_
+  std::unordered_map<CaptureAddress, std::size_t, CaptureAddressHash> by_address_;       // index into blobs_
   std::unordered_map<std::uint64_t, std::size_t> by_fingerprint_;  // the first blob of each fingerprint
   CaptureEnd end_;
 };

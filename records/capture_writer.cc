@@ -156,7 +156,7 @@ CaptureSaveStatus CaptureWriter::save(std::uint64_t fingerprint, std::span<const
   {
     const std::lock_guard<std::mutex> lock(mutex_);
     if (stopped_) return CaptureSaveStatus::kStopped;
-    const Key key{fingerprint, bytes.size()};
+    const CaptureAddress key{fingerprint, bytes.size()};
     if (contains(fingerprint, bytes.size())) return CaptureSaveStatus::kAlreadyStored;
     const std::uint64_t head = kFrameBytes + sizeof(CaptureBlobFields);
     if (head + bytes.size() > kMaxCaptureRecordBytes) return CaptureSaveStatus::kTooLarge;
@@ -230,7 +230,7 @@ void CaptureWriter::stop_early(std::string_view why) noexcept {
 
 bool CaptureWriter::contains(std::uint64_t fingerprint, std::uint64_t bytes) const noexcept {
   const std::lock_guard<std::mutex> lock(keys_mutex_);
-  return stored_.count(Key{fingerprint, bytes}) != 0;
+  return stored_.count(CaptureAddress{fingerprint, bytes}) != 0;
 }
 
 void CaptureWriter::close() noexcept {

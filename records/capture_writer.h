@@ -104,16 +104,6 @@ class CaptureWriter {
   // Writes a stop marker, keeps the reason, stops. Caller holds mutex_.
   void stop(CaptureStopReason reason, int error_number, std::string text) noexcept;
 
-  struct Key {
-    std::uint64_t fingerprint;
-    std::uint64_t bytes;
-    bool operator==(const Key&) const = default;
-  };
-  struct KeyHash {
-    std::size_t operator()(const Key& key) const noexcept {
-      return static_cast<std::size_t>(key.fingerprint ^ (key.bytes * 0x9E3779B97F4A7C15ull));
-    }
-  };
 
   mutable std::mutex mutex_;       // held while a blob is compressed and written
   mutable std::mutex keys_mutex_;  // guards stored_ only (held for a lookup or an insert: never while writing)
@@ -123,7 +113,7 @@ class CaptureWriter {
   bool stop_reported_ = false;
   std::uint64_t used_ = 0;
   std::uint64_t blobs_ = 0;
-  std::unordered_set<Key, KeyHash> stored_;
+  std::unordered_set<CaptureAddress, CaptureAddressHash> stored_;
   std::vector<std::byte> record_;  // the record being written, reused
   std::string path_;
   std::string stop_reason_;
