@@ -95,14 +95,6 @@ const analysis::MagnitudeOutcome* magnitude_of(const DiffMagnitudes* magnitudes,
   return it == magnitudes->end() ? nullptr : &it->second;
 }
 
-// The text line of a magnitude outcome.
-std::string magnitude_text(const analysis::MagnitudeOutcome& m) {
-  if (!m.measured) return "not captured (" + m.not_captured + ")";
-  std::string text = analysis::magnitude_sentence(m.magnitude, m.side);
-  if (!m.no_bound.empty()) text += "; reordering bound not computed: " + m.no_bound;
-  return text;
-}
-
 json divergence_json(const CallDivergence& d, const DiffMagnitudes* magnitudes) {
   const CallSide& side = d.present_side();
   json out = {{"kind", analysis::divergence_kind_name(d.kind)},
@@ -464,6 +456,13 @@ int write_partial(const DiffCommandOptions& options, const analysis::RunLogs& a,
 }
 
 }  // namespace
+
+std::string magnitude_text(const analysis::MagnitudeOutcome& m) {
+  if (!m.measured) return "not captured (" + m.not_captured + ")";
+  std::string text = analysis::magnitude_sentence(m.magnitude, m.side);
+  if (!m.no_bound.empty()) text += "; reordering bound not computed: " + m.no_bound;
+  return text;
+}
 
 int diff_command(const DiffCommandOptions& options) {
   const analysis::RunLogs a = analysis::list_run(options.run_a);

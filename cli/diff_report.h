@@ -23,6 +23,10 @@ using DiffMagnitudes = std::map<std::uint32_t, analysis::MagnitudeOutcome>;
 bool measure_magnitudes(const DiffCommandOptions& options, const analysis::RunDiff& diff, const char* command,
                         DiffMagnitudes* magnitudes);
 
+// What diff's text says of a magnitude after "magnitude ": the sentence of analysis::magnitude_sentence (with the
+// reordering verdict), or "not captured (why)".
+std::string magnitude_text(const analysis::MagnitudeOutcome& m);
+
 // Prints the diff as `detnccl diff` does with these options (run_a, run_b, from_step, to_step, json, verbose) and
 // returns its exit status; messages on stderr start with "detnccl COMMAND: ". `magnitudes`: what the capture files
 // say of the divergences' sizes (null: nothing to say, as for merge).

@@ -77,8 +77,9 @@ json brief_json(const analysis::DivergentCallBrief& call) {
       {call.step, call.seq, records::op_name(call.op), hash::format_digest(call.comm_id), call.comm_seq, what});
 }
 
-// The first divergence as the page's header shows it, from the diff's own document.
-json first_json(const json& diff) {
+// The first divergence as the page's header shows it, from the diff's own document; `magnitude`: what the capture
+// files say of its size (null when diff measured nothing: not an input or output divergence).
+json first_json(const json& diff, const analysis::MagnitudeOutcome* magnitude) {
   if (diff.contains("first_divergence") && !diff["first_divergence"].is_null()) {
     const json& d = diff["first_divergence"];
     json out = {{"source", "call"}};
@@ -87,9 +88,9 @@ json first_json(const json& diff) {
       if (d.contains(key)) out[key] = d[key];
     }
     if (d.contains("source")) out["from"] = d["source"];
-    // TODO(#18): diff's JSON gains a "magnitude" object for the first divergence (how far the values moved); the page
-    // shows it when present. Nothing computes it yet.
+    // diff's "magnitude" object (present when both runs captured the divergent buffer), and diff's line about it.
     if (d.contains("magnitude")) out["magnitude"] = d["magnitude"];
+    if (magnitude != nullptr) out["magnitude_text"] = magnitude_text(*magnitude);
     return out;
   }
   if (diff.contains("first_step_divergence") && !diff["first_step_divergence"].is_null()) {
@@ -104,14 +105,20 @@ json first_json(const json& diff) {
   return nullptr;
 }
 
-// The data of a diff report.
-json diff_report_data(const ReportCommandOptions& options, const analysis::RunDiff& diff,
-                      const analysis::RunStats* stats_a, const analysis::RunStats* stats_b) {
+// The options of the diff a two-run report shows: what diff's document and magnitudes read of them.
+DiffCommandOptions diff_options_of(const ReportCommandOptions& options) {
   DiffCommandOptions diff_options;
   diff_options.run_a = options.run_a;
   diff_options.run_b = *options.run_b;
   diff_options.from_step = options.from_step;
   diff_options.to_step = options.to_step;
+  return diff_options;
+}
+
+// The data of a diff report. `magnitudes`: measure_magnitudes' (the first divergence's only).
+json diff_report_data(const ReportCommandOptions& options, const analysis::RunDiff& diff,
+                      const DiffMagnitudes& magnitudes, const analysis::RunStats* stats_a,
+                      const analysis::RunStats* stats_b) {
   json out = {{"report_version", kReportVersion},
               {"mode", "diff"},
               {"runs", {options.run_a, *options.run_b}},
@@ -119,10 +126,14 @@ json diff_report_data(const ReportCommandOptions& options, const analysis::RunDi
               {"to_step", options.to_step ? json(*options.to_step) : json(nullptr)},
               {"verdict_text", diff_verdict_text(diff)},
               {"exit_status", diff_exit_status(diff)}};
-  json document = diff_json(diff_options, diff);
+  json document = diff_json(diff_options_of(options), diff, &magnitudes);
+  const analysis::MagnitudeOutcome* first_magnitude = nullptr;
+  if (diff.first) {
+    if (const auto it = magnitudes.find(diff.first->rank); it != magnitudes.end()) first_magnitude = &it->second;
+  }
   out["verdict"] = document["verdict"];
-  out["first"] = first_json(document);
-  const analysis::NextCommand next = analysis::next_command(diff, options.run_a, *options.run_b);
+  out["first"] = first_json(document, first_magnitude);
+  const analysis::NextCommand next = analysis::next_command(diff, options.run_a, *options.run_b, first_magnitude);
   out["next"] = next.command.empty() ? json(nullptr) : json({{"command", next.command}, {"why", next.why}});
   out["receivers"] = diff.receivers;
   out["map"] = map_json(analysis::diff_step_map(diff, options.from_step, options.to_step));
@@ -259,6 +270,8 @@ int report_command(const ReportCommandOptions& options) {
       const Progress progress("detnccl report", std::max(a.logs.size(), b.logs.size()), "ranks compared", done);
       diff = analysis::diff_runs(a, b, diff_options);
     }
+    DiffMagnitudes magnitudes;
+    if (!measure_magnitudes(diff_options_of(options), diff, "report", &magnitudes)) return kExitUnusable;
     std::optional<analysis::RunStats> stats_a, stats_b;
     if (!options.no_stats && diff.error.empty()) {
       done = 0;
@@ -266,7 +279,7 @@ int report_command(const ReportCommandOptions& options) {
       stats_a = analysis::run_stats(a, options.threads, &done, numbering);
       stats_b = analysis::run_stats(b, options.threads, &done, numbering);
     }
-    data = diff_report_data(options, diff, stats_a ? &*stats_a : nullptr, stats_b ? &*stats_b : nullptr);
+    data = diff_report_data(options, diff, magnitudes, stats_a ? &*stats_a : nullptr, stats_b ? &*stats_b : nullptr);
     status = diff_exit_status(diff);
     error = diff.error;
   } else {

@@ -241,6 +241,76 @@ TEST(CliDiffMagnitude, WithoutCaptureFilesItSaysNotCapturedAndADamagedOneIsUnusa
   EXPECT_NE(damaged.output.find("damaged capture file " + capture), std::string::npos) << damaged.output;
 }
 
+// `detnccl report`'s data (issue #19) with capture files (issue #18): the first divergence carries diff's magnitude
+// object and its sentence, and when every member's input of the diverging reduction was captured the next command is
+// `detnccl replay` of that call, which runs. An input divergence, measured too, keeps the narrow re-trace.
+TEST(CliReport, ACapturedReductionsOutputDivergenceHasItsMagnitudeAndReplayNext) {
+  TempDir dir;
+  ASSERT_EQ(traced_job(dir, "clean", 4, "--steps 3", "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1").exit_code, 0);
+  const std::size_t seq = detnccl::test::script_step(1, 4, 0).size();
+  traced_job(dir, "faulty", 4, "--steps 3",
+             "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1 HOSTNCCL_CORRUPT=rank:1,call:" + std::to_string(seq) +
+                 ",element:17,factor:1001");
+  const CommandResult report = detnccl("report --json " + dir.run("clean") + " " + dir.run("faulty"));
+  EXPECT_EQ(report.exit_code, 1);
+  const json data = json::parse(report.output, nullptr, false);
+  ASSERT_FALSE(data.is_discarded()) << report.output;
+  const json& first = data["first"];
+  EXPECT_EQ(first["rank"], 1) << first.dump(2);
+  EXPECT_EQ(first["seq"], seq) << first.dump(2);
+  EXPECT_EQ(first["kind"], "output") << first.dump(2);
+  // The magnitude is diff's own, key for key.
+  const json diff = diff_json(dir, "clean", "faulty");
+  ASSERT_TRUE(diff["first_divergence"].contains("magnitude")) << diff.dump(2);
+  EXPECT_EQ(first["magnitude"], diff["first_divergence"]["magnitude"]) << first.dump(2);
+  EXPECT_EQ(first["magnitude"]["first_index"], 17) << first.dump(2);
+  EXPECT_EQ(first["magnitude"]["within_reordering_bound"], false) << first.dump(2);
+  EXPECT_EQ(data["diff"]["first_divergence"]["magnitude"], diff["first_divergence"]["magnitude"]);
+  const std::string sentence = first.value("magnitude_text", "");
+  EXPECT_EQ(sentence.rfind("outputs differ by at most ", 0), 0u) << sentence;
+  EXPECT_NE(sentence.find("beyond the reordering bound (1 elements, first at 17"), std::string::npos) << sentence;
+  // The next command is replay of run A's call, and it runs: rank order gives run A's recorded output.
+  const std::string replay = "detnccl replay " + dir.run("clean") + " --rank 1 --seq " + std::to_string(seq);
+  EXPECT_EQ(data["next"]["command"], replay) << data["next"].dump(2);
+  EXPECT_NE(data["next"]["why"].get<std::string>().find("beyond the reordering bound"), std::string::npos);
+  const CommandResult replayed = detnccl(replay.substr(std::string("detnccl ").size()));
+  EXPECT_EQ(replayed.exit_code, 0) << replayed.output;
+  EXPECT_NE(replayed.output.find("rank: 0 elements differ, max 0 ulp, max rel 0  = the recorded output"),
+            std::string::npos)
+      << replayed.output;
+
+  // A perturbed input, captured in both runs: measured, but its cause is the compute before the call.
+  ASSERT_EQ(traced_job(dir, "a", 4, "--steps 3", "DETNCCL_CAPTURE=1").exit_code, 0);
+  ASSERT_EQ(traced_job(dir, "b", 4, "--steps 3 --perturb-rank 2 --perturb-step 1", "DETNCCL_CAPTURE=1").exit_code, 0);
+  const json input = json::parse(detnccl("report --json " + dir.run("a") + " " + dir.run("b")).output, nullptr, false);
+  ASSERT_FALSE(input.is_discarded());
+  EXPECT_EQ(input["first"]["kind"], "input") << input["first"].dump(2);
+  EXPECT_EQ(input["first"]["rank"], 2) << input["first"].dump(2);
+  EXPECT_TRUE(input["first"].contains("magnitude")) << input["first"].dump(2);
+  EXPECT_FALSE(input["first"]["magnitude"].contains("within_reordering_bound")) << input["first"].dump(2);
+  EXPECT_EQ(input["next"]["command"], "detnccl run --trace segments --steps 1 --ranks 2 -- JOB")
+      << input["next"].dump(2);
+}
+
+// Without capture files the report says so, has no magnitude object, and names the command it named before #18.
+TEST(CliReport, WithoutCaptureFilesThereIsNoMagnitudeAndNoReplay) {
+  TempDir dir;
+  ASSERT_EQ(traced_job(dir, "a", 4, "--steps 2", "HOSTNCCL_REDUCE_ORDER=rank").exit_code, 0);
+  const std::size_t seq = detnccl::test::script_step(1, 4, 0).size();
+  traced_job(dir, "b", 4, "--steps 2",
+             "HOSTNCCL_REDUCE_ORDER=rank HOSTNCCL_CORRUPT=rank:1,call:" + std::to_string(seq) + ",element:3,factor:7");
+  const CommandResult report = detnccl("report --json " + dir.run("a") + " " + dir.run("b"));
+  EXPECT_EQ(report.exit_code, 1);
+  const json data = json::parse(report.output, nullptr, false);
+  ASSERT_FALSE(data.is_discarded()) << report.output;
+  const json& first = data["first"];
+  EXPECT_EQ(first["kind"], "output") << first.dump(2);
+  EXPECT_FALSE(first.contains("magnitude")) << first.dump(2);
+  EXPECT_EQ(first.value("magnitude_text", "").rfind("not captured (run A has no capture file for rank 1", 0), 0u)
+      << first.dump(2);
+  EXPECT_EQ(data["next"]["command"], "detnccl run --deterministic -- JOB") << data["next"].dump(2);
+}
+
 // `detnccl replay` (issue #18): the recomputed rank order gives a rank-order run's recorded bits, the deterministic
 // order a DETNCCL_DETERMINISTIC=1 run's; without capture, or for a call that is not there, exit 2.
 TEST(CliReplay, RankAndDeterministicOrdersGiveTheRecordedOutputs) {

@@ -1640,6 +1640,64 @@ TEST_F(Analysis, ReportMapOfIdenticalRunsAndOfARunThatStopped) {
   EXPECT_EQ(detnccl::analysis::next_command(stopped, "a", "b").command, "detnccl stats b -v");
 }
 
+TEST_F(Analysis, ReportNextCommandIsReplayOnlyForAReductionsOutputWhoseMembersInputsWereCaptured) {
+  // The AllReduce of step 2 gives other bits on every rank with every input unchanged: an output origin on rank 0.
+  SyntheticRunSpec b;
+  b.hook = [](std::uint32_t, CallFields& call, Blocks&, Blocks&, Blocks&, Blocks&) {
+    if (call.step >= 2 && call.op == OpId::kAllReduce) call.output_fingerprint ^= 7;
+    return true;
+  };
+  write("a", {});
+  write("b", b);
+  const auto output = diff("a", "b");
+  ASSERT_TRUE(output.first.has_value());
+  ASSERT_EQ(output.first->kind, DivergenceKind::kOutput);
+  const std::uint64_t seq = 2 * 12 + index_of(OpId::kAllReduce);
+
+  // Nothing measured (no capture files), or measured without every member's input (no reordering verdict): the
+  // command is deterministic mode, as without capture.
+  EXPECT_EQ(detnccl::analysis::next_command(output, "runs/a", "runs/b").command, "detnccl run --deterministic -- JOB");
+  detnccl::analysis::MagnitudeOutcome not_captured;
+  not_captured.not_captured = "run A has no capture file for rank 0";
+  EXPECT_EQ(detnccl::analysis::next_command(output, "runs/a", "runs/b", &not_captured).command,
+            "detnccl run --deterministic -- JOB");
+  detnccl::analysis::MagnitudeOutcome unbounded;
+  unbounded.measured = true;
+  unbounded.side = "outputs";
+  unbounded.no_bound = "run A did not capture this buffer of rank 2";
+  EXPECT_EQ(detnccl::analysis::next_command(output, "runs/a", "runs/b", &unbounded).command,
+            "detnccl run --deterministic -- JOB");
+
+  // Every member's input captured (the verdict exists): replay of run A's call, within or beyond the bound.
+  detnccl::analysis::MagnitudeOutcome bounded = unbounded;
+  bounded.no_bound.clear();
+  bounded.magnitude.reordering = detnccl::numerics::ReorderingVerdict{};
+  bounded.magnitude.reordering->within_reordering_bound = false;
+  const auto replay = detnccl::analysis::next_command(output, "runs/a", "runs/b", &bounded);
+  EXPECT_EQ(replay.command, "detnccl replay runs/a --rank 0 --seq " + std::to_string(seq));
+  EXPECT_NE(replay.why.find("beyond the reordering bound"), std::string::npos) << replay.why;
+  bounded.magnitude.reordering->within_reordering_bound = true;
+  EXPECT_NE(detnccl::analysis::next_command(output, "my runs/a", "b", &bounded).why.find("within the reordering bound"),
+            std::string::npos);
+  EXPECT_EQ(detnccl::analysis::next_command(output, "my runs/a", "b", &bounded).command,
+            "detnccl replay 'my runs/a' --rank 0 --seq " + std::to_string(seq));
+
+  // An input origin, even measured: replay cannot say why an input differs; the narrow re-trace stays.
+  SyntheticRunSpec perturbed;
+  perturbed.hook = [](std::uint32_t rank, CallFields& call, Blocks&, Blocks&, Blocks&, Blocks&) {
+    if (rank == 1 && call.step == 1 && call.op == OpId::kAllReduce) call.input_fingerprint ^= 1;
+    if (call.step == 1 && call.op == OpId::kAllReduce) call.output_fingerprint ^= 1;
+    return true;
+  };
+  write("c", perturbed);
+  const auto input = diff("a", "c");
+  ASSERT_TRUE(input.first.has_value());
+  ASSERT_EQ(input.first->kind, DivergenceKind::kInput);
+  bounded.side = "inputs";
+  EXPECT_EQ(detnccl::analysis::next_command(input, "runs/a", "runs/c", &bounded).command,
+            "detnccl run --trace segments --steps 1 --ranks 1 -- JOB");
+}
+
 TEST_F(Analysis, ReportMapOfStepDigestsTakesTheirStepsAndStopsAtTheFirstDifference) {
   // DETNCCL_TRACE=steps logs hold no call: the map's steps come from the digests (RankDiff::first_digest_step_a...),
   // and diff compares each communicator's digests only up to the first that differs.

@@ -70,6 +70,11 @@ void widen(StepMap& map, const std::optional<StepRange>& range) {
 
 std::string run_text(const std::string& path) { return path.find(' ') == std::string::npos ? path : "'" + path + "'"; }
 
+// The reductions `detnccl replay` recomputes.
+bool replayable(records::OpId op) {
+  return op == records::OpId::kAllReduce || op == records::OpId::kReduceScatter || op == records::OpId::kReduce;
+}
+
 }  // namespace
 
 std::string_view cell_status_name(CellStatus status) noexcept {
@@ -290,7 +295,8 @@ std::vector<CommunicatorTimeline> rank_timelines(const RankDiff& rank, std::size
   return out;
 }
 
-NextCommand next_command(const RunDiff& diff, const std::string& run_a, const std::string& run_b) {
+NextCommand next_command(const RunDiff& diff, const std::string& run_a, const std::string& run_b,
+                         const MagnitudeOutcome* first_magnitude) {
   if (!diff.error.empty() || diff.identical()) return {};
   if (diff.first) {
     const CallDivergence& d = *diff.first;
@@ -314,6 +320,20 @@ NextCommand next_command(const RunDiff& diff, const std::string& run_a, const st
                     " differs: trace that step and rank with segment digests in both runs (the differing bytes), "
                     "then make that computation deterministic"};
       case DivergenceKind::kOutput:
+        // RATIONALE: replay recomputes a reduction from its members' captured inputs, so it answers an output
+        // divergence (same inputs, different results) and nothing else; an input divergence's cause is the compute
+        // before the call, which only the narrow re-trace shows. The reordering verdict exists only when every
+        // member's input of run A was found, which is exactly what replay of run A needs.
+        if (first_magnitude != nullptr && first_magnitude->measured && first_magnitude->magnitude.reordering &&
+            replayable(d.a.fields.op)) {
+          const bool within = first_magnitude->magnitude.reordering->within_reordering_bound;
+          return {"detnccl replay " + run_text(run_a) + " --rank " + rank + " --seq " + std::to_string(d.a.fields.seq),
+                  std::string("same inputs, different outputs, ") +
+                      (within ? "within the reordering bound (summation order, not corruption)"
+                              : "beyond the reordering bound (not summation order)") +
+                      ": replay recomputes the call from run A's captured inputs in rank, deterministic and arrival "
+                      "orders and says which of them gives run A's recorded output (replay run B the same way)"};
+        }
         return {"detnccl run --deterministic -- JOB",
                 "same inputs, different outputs: the collective itself is nondeterministic; rerun both jobs with "
                 "deterministic mode"};

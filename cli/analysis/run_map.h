@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "cli/analysis/divergence_magnitude.h"
 #include "cli/analysis/run_check.h"
 #include "cli/analysis/run_diff.h"
 #include "cli/analysis/run_stats.h"
@@ -99,14 +100,17 @@ struct CommunicatorTimeline {
 std::vector<CommunicatorTimeline> rank_timelines(const RankDiff& rank, std::size_t before, std::size_t after);
 
 // The command to run next about a diff, by the first divergence's kind and role (docs/cli.md "What to do next"):
-// the narrow re-trace (`detnccl run --trace segments --steps S --ranks R -- JOB`), deterministic mode, the log to
-// look at, or the step-digest re-trace (rerun_settings). Empty when the runs are identical.
-// TODO(#18): when `detnccl replay` exists, an origin's next command is `detnccl replay RUN --rank R --seq S`.
+// `detnccl replay RUN_A --rank R --seq S` for an output divergence of a reduction whose every member's input run A
+// captured (`first_magnitude`, what diff measured of diff.first, says so: its reordering verdict was computed from
+// those inputs), else the narrow re-trace (`detnccl run --trace segments --steps S --ranks R -- JOB`),
+// deterministic mode, the log to look at, or the step-digest re-trace (rerun_settings). Empty when the runs are
+// identical.
 struct NextCommand {
   std::string command;  // one line to paste (JOB stands for the training command)
   std::string why;      // one sentence
 };
-NextCommand next_command(const RunDiff& diff, const std::string& run_a, const std::string& run_b);
+NextCommand next_command(const RunDiff& diff, const std::string& run_a, const std::string& run_b,
+                         const MagnitudeOutcome* first_magnitude = nullptr);
 
 }  // namespace detnccl::analysis
 
