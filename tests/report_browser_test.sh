@@ -5,8 +5,10 @@
 # holds no external URL and forbids every request (its Content-Security-Policy); Chromium renders it (--dump-dom) with
 # the verdict, the first divergence's rank and step and the legend, no JavaScript error and no console message (CSP
 # refusals included); its screenshot is not blank. The demo page's screenshot is the README's
-# (docs/report-screenshot.png): the test leaves it in OUT_DIR and says how to update it.
-#   tests/report_browser_test.sh DETNCCL BENCH_SCALE DEMO_REPORT OUT_DIR
+# (docs/report-screenshot.png): the test leaves it in OUT_DIR and says how to update it. A third page, of two runs
+# captured with DETNCCL_CAPTURE=1 (trace_job under the shim on hostnccl, one AllReduce output corrupted by
+# HOSTNCCL_CORRUPT in the second), shows the first divergence's magnitude and `detnccl replay` as the next command.
+#   tests/report_browser_test.sh DETNCCL BENCH_SCALE DEMO_REPORT OUT_DIR HOSTNCCL_RUN SHIM TRACE_JOB
 # Exit status 77 (ctest SKIP_RETURN_CODE) when no Chromium is installed: scripts/install-deps.sh installs it.
 set -euo pipefail
 
@@ -14,6 +16,9 @@ cli="$1"
 bench_scale="$2"
 demo_report="$(realpath -m -- "$3")"
 out="$(realpath -m -- "$4")"
+launcher="$5"
+shim="$6"
+trace_job="$7"
 
 browser=""
 for candidate in chromium chromium-browser; do
@@ -73,6 +78,22 @@ synthetic_step="$(field "$work/synthetic.diff.json" 'd["first_divergence"]["step
 planted="$(sed -n 's/.*(planted \([0-9]*\) \([0-9]*\)).*/\1 \2/p' "$work/bench.out" | head -1)"
 [[ "$planted" == "$synthetic_rank $synthetic_step" ]] ||
   fail "synthetic: diff's first divergence is rank $synthetic_rank step $synthetic_step, bench_scale planted $planted"
+# The captured pair: rank 1's first AllReduce of step 1 (its seq read from the clean run's log) gets element 17
+# multiplied by 1001 in the second run: an output divergence beyond the reordering bound, every input captured.
+# --keep-going: rank 1 does not stop the job at its wrong output, so every rank's log is whole.
+traced() {
+  env HOSTNCCL_TIMEOUT_S=20 HOSTNCCL_REDUCE_ORDER=rank "${@:2}" "$launcher" -n 4 --timeout 120 --grace 1 -- \
+    env LD_PRELOAD="$shim" DETNCCL_DIR="$work/captured" DETNCCL_RUN="$1" DETNCCL_CAPTURE=1 "$trace_job" --steps 3 \
+    --keep-going >"$work/$1.out" 2>&1
+}
+traced clean || { cat "$work/clean.out" >&2; fail "the captured run did not complete"; }
+fault_seq="$("$cli" dump "$work/captured/clean" --rank 1 --format jsonl | "$python" -c '
+import json, sys
+calls = [c for c in map(json.loads, sys.stdin) if c.get("type") == "call"]
+print(next(c["seq"] for c in calls if c["step"] == 1 and c["op"] == "AllReduce"))')"
+traced faulty "HOSTNCCL_CORRUPT=rank:1,call:$fault_seq,element:17,factor:1001" ||
+  { cat "$work/faulty.out" >&2; fail "the captured run with a fault did not complete"; }
+report captured "$work/captured/clean" "$work/captured/faulty"
 [[ -s "$demo_report" ]] || fail "no demo report at $demo_report (the demo_claims_hold test writes it)"
 
 # page NAME FILE: the page's content checks, then the browser's DOM and screenshot of it.
@@ -91,6 +112,7 @@ page() {
 }
 page demo "$demo_report" &
 page synthetic "$work/synthetic.html" &
+page captured "$work/captured.html" &
 wait
 
 # check NAME RANK STEP: what the browser rendered.
@@ -133,6 +155,11 @@ EOF
 }
 check demo 2 10
 check synthetic "$synthetic_rank" "$synthetic_step"
+check captured 1 1
+grep -q 'id="first-magnitude">outputs differ by at most [0-9]* ulp in 1 elements (of [0-9]*; first at 17, worst at 17[^<]*beyond the reordering bound' \
+  "$work/captured.dom" || fail "captured: the first divergence's magnitude is not shown beyond the reordering bound"
+grep -q "id=\"next-command\">detnccl replay $work/captured/clean --rank 1 --seq $fault_seq<" "$work/captured.dom" ||
+  fail "captured: the next command is not detnccl replay of rank 1's call $fault_seq"
 size="$(stat -c %s "$out/demo-report.png")"
 ((size <= 200 * 1024)) || fail "the README's screenshot is $size bytes (over 200 KiB)"
 echo "pages: $(stat -c %s "$demo_report") bytes (demo), $(stat -c %s "$work/synthetic.html") bytes (64 ranks x 48 steps)"

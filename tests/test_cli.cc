@@ -248,9 +248,12 @@ TEST(CliReport, ACapturedReductionsOutputDivergenceHasItsMagnitudeAndReplayNext)
   TempDir dir;
   ASSERT_EQ(traced_job(dir, "clean", 4, "--steps 3", "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1").exit_code, 0);
   const std::size_t seq = detnccl::test::script_step(1, 4, 0).size();
-  traced_job(dir, "faulty", 4, "--steps 3",
-             "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1 HOSTNCCL_CORRUPT=rank:1,call:" + std::to_string(seq) +
-                 ",element:17,factor:1001");
+  // --keep-going: rank 1 does not stop the job at its wrong output, so every rank's log is whole.
+  ASSERT_EQ(traced_job(dir, "faulty", 4, "--steps 3 --keep-going",
+                       "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1 HOSTNCCL_CORRUPT=rank:1,call:" +
+                           std::to_string(seq) + ",element:17,factor:1001")
+                .exit_code,
+            0);
   const CommandResult report = detnccl("report --json " + dir.run("clean") + " " + dir.run("faulty"));
   EXPECT_EQ(report.exit_code, 1);
   const json data = json::parse(report.output, nullptr, false);
@@ -297,8 +300,11 @@ TEST(CliReport, WithoutCaptureFilesThereIsNoMagnitudeAndNoReplay) {
   TempDir dir;
   ASSERT_EQ(traced_job(dir, "a", 4, "--steps 2", "HOSTNCCL_REDUCE_ORDER=rank").exit_code, 0);
   const std::size_t seq = detnccl::test::script_step(1, 4, 0).size();
-  traced_job(dir, "b", 4, "--steps 2",
-             "HOSTNCCL_REDUCE_ORDER=rank HOSTNCCL_CORRUPT=rank:1,call:" + std::to_string(seq) + ",element:3,factor:7");
+  ASSERT_EQ(traced_job(dir, "b", 4, "--steps 2 --keep-going",
+                       "HOSTNCCL_REDUCE_ORDER=rank HOSTNCCL_CORRUPT=rank:1,call:" + std::to_string(seq) +
+                           ",element:3,factor:7")
+                .exit_code,
+            0);
   const CommandResult report = detnccl("report --json " + dir.run("a") + " " + dir.run("b"));
   EXPECT_EQ(report.exit_code, 1);
   const json data = json::parse(report.output, nullptr, false);
