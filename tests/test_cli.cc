@@ -184,9 +184,12 @@ TEST(CliDiffMagnitude, ArrivalOrderIsWithinTheBoundAndAFaultIsBeyond) {
 
   ASSERT_EQ(traced_job(dir, "clean", 4, "--steps 3", "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1").exit_code, 0);
   const std::size_t seq = detnccl::test::script_step(1, 4, 0).size();
-  traced_job(dir, "faulty", 4, "--steps 3",
-             "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1 HOSTNCCL_CORRUPT=rank:1,call:" + std::to_string(seq) +
-                 ",element:17,factor:1001");
+  // --keep-going: rank 1 does not stop the job at its wrong output, so every rank's log is whole.
+  ASSERT_EQ(traced_job(dir, "faulty", 4, "--steps 3 --keep-going",
+                       "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1 HOSTNCCL_CORRUPT=rank:1,call:" +
+                           std::to_string(seq) + ",element:17,factor:1001")
+                .exit_code,
+            0);
   const json result = diff_json(dir, "clean", "faulty");
   ASSERT_FALSE(result.is_discarded());
   const json& first = result["first_divergence"];
@@ -206,8 +209,11 @@ TEST(CliDiffMagnitude, WithoutCaptureFilesItSaysNotCapturedAndADamagedOneIsUnusa
   TempDir dir;
   ASSERT_EQ(traced_job(dir, "a", 4, "--steps 2", "HOSTNCCL_REDUCE_ORDER=rank").exit_code, 0);
   const std::size_t seq = detnccl::test::script_step(1, 4, 0).size();
-  traced_job(dir, "b", 4, "--steps 2",
-             "HOSTNCCL_REDUCE_ORDER=rank HOSTNCCL_CORRUPT=rank:2,call:" + std::to_string(seq) + ",element:3,factor:7");
+  ASSERT_EQ(traced_job(dir, "b", 4, "--steps 2 --keep-going",
+                       "HOSTNCCL_REDUCE_ORDER=rank HOSTNCCL_CORRUPT=rank:2,call:" + std::to_string(seq) +
+                           ",element:3,factor:7")
+                .exit_code,
+            0);
   const json result = diff_json(dir, "a", "b");
   ASSERT_FALSE(result.is_discarded());
   EXPECT_FALSE(result["first_divergence"].contains("magnitude")) << result["first_divergence"].dump(2);
@@ -218,9 +224,11 @@ TEST(CliDiffMagnitude, WithoutCaptureFilesItSaysNotCapturedAndADamagedOneIsUnusa
 
   // Captured runs, then one byte of a blob's data flipped in run B's file for rank 2.
   ASSERT_EQ(traced_job(dir, "ca", 4, "--steps 2", "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1").exit_code, 0);
-  traced_job(dir, "cb", 4, "--steps 2",
-             "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1 HOSTNCCL_CORRUPT=rank:2,call:" + std::to_string(seq) +
-                 ",element:3,factor:7");
+  ASSERT_EQ(traced_job(dir, "cb", 4, "--steps 2 --keep-going",
+                       "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1 HOSTNCCL_CORRUPT=rank:2,call:" +
+                           std::to_string(seq) + ",element:3,factor:7")
+                .exit_code,
+            0);
   ASSERT_EQ(detnccl("diff " + dir.run("ca") + " " + dir.run("cb")).exit_code, 1);
   const std::string capture = dir.run("cb") + "/rank-00002.cap";
   {
