@@ -249,6 +249,52 @@ TEST(CliDiffMagnitude, WithoutCaptureFilesItSaysNotCapturedAndADamagedOneIsUnusa
   EXPECT_NE(damaged.output.find("damaged capture file " + capture), std::string::npos) << damaged.output;
 }
 
+// `detnccl replay` (issue #18): the recomputed rank order gives a rank-order run's recorded bits, the deterministic
+// order a DETNCCL_DETERMINISTIC=1 run's; without capture, or for a call that is not there, exit 2.
+TEST(CliReplay, RankAndDeterministicOrdersGiveTheRecordedOutputs) {
+  TempDir dir;
+  ASSERT_EQ(traced_job(dir, "rank", 4, "--steps 2 --wide-allreduce", "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1")
+                .exit_code,
+            0);
+  ASSERT_EQ(traced_job(dir, "det", 4, "--steps 2 --wide-allreduce",
+                       "HOSTNCCL_REDUCE_ORDER=arrival DETNCCL_CAPTURE=1 DETNCCL_DETERMINISTIC=1")
+                .exit_code,
+            0);
+  for (const char* run : {"rank", "det"}) {
+    for (const char* rank : {"0", "3"}) {
+      const CommandResult result = detnccl("replay " + dir.run(run) + " --rank " + rank + " --seq 1 --json");
+      ASSERT_EQ(result.exit_code, 0) << result.output;
+      const json out = json::parse(result.output, nullptr, false);
+      ASSERT_FALSE(out.is_discarded()) << result.output;
+      EXPECT_EQ(out["op"], "AllReduce");
+      EXPECT_EQ(out["nranks"], 4);
+      ASSERT_GE(out["orders"].size(), 10u);
+      EXPECT_EQ(out["orders"][0]["order"], "rank");
+      EXPECT_EQ(out["orders"][1]["order"], "deterministic");
+      const std::size_t expected = std::string(run) == "rank" ? 0 : 1;
+      EXPECT_EQ(out["orders"][expected]["matches_recorded"], true) << run << " rank " << rank << ": " << out.dump(2);
+      EXPECT_FALSE(out["recorded"].is_null());
+      // The data's sums are not exact in fp32: the distances are measured, not all zero.
+      std::uint64_t differing = 0;
+      for (const json& order : out["orders"])
+        differing += order["from_reference"]["elements_differing"].get<std::uint64_t>();
+      EXPECT_GT(differing, 0u) << out.dump(2);
+    }
+  }
+  const CommandResult text = detnccl("replay " + dir.run("rank") + " --rank 2 --seq 0");
+  EXPECT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("rank: "), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("= the recorded output"), std::string::npos) << text.output;
+
+  ASSERT_EQ(traced_job(dir, "plain", 4, "--steps 1 --wide-allreduce").exit_code, 0);
+  const CommandResult absent = detnccl("replay " + dir.run("plain") + " --rank 0 --seq 0", true);
+  EXPECT_EQ(absent.exit_code, 2) << absent.output;
+  EXPECT_NE(absent.output.find("not captured"), std::string::npos) << absent.output;
+  const CommandResult no_call = detnccl("replay " + dir.run("rank") + " --rank 0 --seq 999", true);
+  EXPECT_EQ(no_call.exit_code, 2) << no_call.output;
+  EXPECT_NE(no_call.output.find("has no call with seq 999"), std::string::npos) << no_call.output;
+}
+
 // The call records of one rank's log, in log order.
 std::vector<detnccl::records::CallRecord> call_records(const TempDir& dir, const std::string& run, int rank) {
   std::vector<detnccl::records::CallRecord> calls;
@@ -594,52 +640,6 @@ TEST(CliDiffMagnitude, HostileCaptureFilesMakeDiffAndReplayExit2NamingTheFile) {
   }
   const CommandResult size = detnccl("diff " + dir.run("ca") + " " + dir.run("size"), /*with_stderr=*/true);
   EXPECT_NE(size.output.find("the size does not match the call"), std::string::npos) << size.output;
-}
-
-// `detnccl replay` (issue #18): the recomputed rank order gives a rank-order run's recorded bits, the deterministic
-// order a DETNCCL_DETERMINISTIC=1 run's; without capture, or for a call that is not there, exit 2.
-TEST(CliReplay, RankAndDeterministicOrdersGiveTheRecordedOutputs) {
-  TempDir dir;
-  ASSERT_EQ(traced_job(dir, "rank", 4, "--steps 2 --wide-allreduce", "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1")
-                .exit_code,
-            0);
-  ASSERT_EQ(traced_job(dir, "det", 4, "--steps 2 --wide-allreduce",
-                       "HOSTNCCL_REDUCE_ORDER=arrival DETNCCL_CAPTURE=1 DETNCCL_DETERMINISTIC=1")
-                .exit_code,
-            0);
-  for (const char* run : {"rank", "det"}) {
-    for (const char* rank : {"0", "3"}) {
-      const CommandResult result = detnccl("replay " + dir.run(run) + " --rank " + rank + " --seq 1 --json");
-      ASSERT_EQ(result.exit_code, 0) << result.output;
-      const json out = json::parse(result.output, nullptr, false);
-      ASSERT_FALSE(out.is_discarded()) << result.output;
-      EXPECT_EQ(out["op"], "AllReduce");
-      EXPECT_EQ(out["nranks"], 4);
-      ASSERT_GE(out["orders"].size(), 10u);
-      EXPECT_EQ(out["orders"][0]["order"], "rank");
-      EXPECT_EQ(out["orders"][1]["order"], "deterministic");
-      const std::size_t expected = std::string(run) == "rank" ? 0 : 1;
-      EXPECT_EQ(out["orders"][expected]["matches_recorded"], true) << run << " rank " << rank << ": " << out.dump(2);
-      EXPECT_FALSE(out["recorded"].is_null());
-      // The data's sums are not exact in fp32: the distances are measured, not all zero.
-      std::uint64_t differing = 0;
-      for (const json& order : out["orders"])
-        differing += order["from_reference"]["elements_differing"].get<std::uint64_t>();
-      EXPECT_GT(differing, 0u) << out.dump(2);
-    }
-  }
-  const CommandResult text = detnccl("replay " + dir.run("rank") + " --rank 2 --seq 0");
-  EXPECT_EQ(text.exit_code, 0) << text.output;
-  EXPECT_NE(text.output.find("rank: "), std::string::npos) << text.output;
-  EXPECT_NE(text.output.find("= the recorded output"), std::string::npos) << text.output;
-
-  ASSERT_EQ(traced_job(dir, "plain", 4, "--steps 1 --wide-allreduce").exit_code, 0);
-  const CommandResult absent = detnccl("replay " + dir.run("plain") + " --rank 0 --seq 0", true);
-  EXPECT_EQ(absent.exit_code, 2) << absent.output;
-  EXPECT_NE(absent.output.find("not captured"), std::string::npos) << absent.output;
-  const CommandResult no_call = detnccl("replay " + dir.run("rank") + " --rank 0 --seq 999", true);
-  EXPECT_EQ(no_call.exit_code, 2) << no_call.output;
-  EXPECT_NE(no_call.output.find("has no call with seq 999"), std::string::npos) << no_call.output;
 }
 
 TEST(CliDiff, ArrivalOrderReductionsShowAnOutputDivergenceAtTheFirstAffectedAllReduce) {
