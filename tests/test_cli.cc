@@ -519,13 +519,17 @@ TEST(CliDiffMagnitude, AReceiversReductionOutputHasNoReorderingVerdict) {
 // "not captured" (its records say capture was skipped), and diff names it from the fingerprints alone.
 TEST(CliDiffMagnitude, PastTheCaptureBudgetTheDivergenceIsNotCapturedAndFoundByItsFingerprints) {
   TempDir dir;
-  const std::string capture = "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1 DETNCCL_CAPTURE_BYTES=6144";
-  ASSERT_EQ(traced_job(dir, "a", 4, "--steps 3", capture).exit_code, 0);
-  const std::size_t seq = 2 * detnccl::test::script_step(1, 4, 0).size();  // step 2's first call: an fp32 AllReduce
+  // One AllReduce of 4,096 random floats per step (16 KiB in, 16 KiB out, stored raw: they do not compress): 40,000
+  // bytes hold step 0's buffers, not step 1's. The fault is at step 2 (seq 2); the job goes on (its outputs are not
+  // checked), so every rank's log is whole.
+  const std::string capture = "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1 DETNCCL_CAPTURE_BYTES=40000";
+  const std::string job = "--steps 3 --wide-allreduce";
+  ASSERT_EQ(traced_job(dir, "a", 4, job, capture).exit_code, 0);
+  const std::size_t seq = 2;
   const CommandResult faulty =
-      traced_job(dir, "b", 4, "--steps 3",
-                 capture + " HOSTNCCL_CORRUPT=rank:1,call:" + std::to_string(seq) + ",element:3,factor:1001");
-  EXPECT_NE(faulty.output.find("HOSTNCCL_CORRUPT: call " + std::to_string(seq)), std::string::npos) << faulty.output;
+      traced_job(dir, "b", 4, job, capture + " HOSTNCCL_CORRUPT=rank:1,call:2,element:3,factor:1001");
+  ASSERT_EQ(faulty.exit_code, 0) << faulty.output;
+  EXPECT_NE(faulty.output.find("HOSTNCCL_CORRUPT: call 2"), std::string::npos) << faulty.output;
   for (const char* run : {"a", "b"}) {
     EXPECT_TRUE(fs::exists(dir.run(run) + "/rank-00001.cap")) << run;
     const auto calls = call_records(dir, run, 1);
@@ -558,11 +562,14 @@ TEST(CliDiffMagnitude, PastTheCaptureBudgetTheDivergenceIsNotCapturedAndFoundByI
 TEST(CliDiffMagnitude, HostileCaptureFilesMakeDiffAndReplayExit2NamingTheFile) {
   namespace records = detnccl::records;
   TempDir dir;
-  ASSERT_EQ(traced_job(dir, "ca", 4, "--steps 2", "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1").exit_code, 0);
-  const std::size_t seq = detnccl::test::script_step(1, 4, 0).size();
-  traced_job(dir, "cb", 4, "--steps 2",
-             "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1 HOSTNCCL_CORRUPT=rank:2,call:" + std::to_string(seq) +
-                 ",element:3,factor:7");
+  // One AllReduce per step; the job goes on past the fault (its outputs are not checked), so every log is whole.
+  const std::string job = "--steps 2 --wide-allreduce";
+  ASSERT_EQ(traced_job(dir, "ca", 4, job, "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1").exit_code, 0);
+  const std::size_t seq = 1;
+  ASSERT_EQ(traced_job(dir, "cb", 4, job,
+                       "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1 HOSTNCCL_CORRUPT=rank:2,call:1,element:3,factor:7")
+                .exit_code,
+            0);
   // The untouched files work: diff measures, replay runs.
   ASSERT_EQ(detnccl("diff " + dir.run("ca") + " " + dir.run("cb")).exit_code, 1);
   const std::string replay_call = " --rank 2 --seq " + std::to_string(seq);
@@ -581,7 +588,7 @@ TEST(CliDiffMagnitude, HostileCaptureFilesMakeDiffAndReplayExit2NamingTheFile) {
     if (b.fields.fingerprint == call->output_fingerprint) blob = &b;
   }
   ASSERT_NE(blob, nullptr);
-  ASSERT_EQ(blob->fields.raw_bytes, detnccl::test::kScriptCount * 4);
+  ASSERT_EQ(blob->fields.raw_bytes, 4096u * 4);
   const std::uint64_t data_offset = blob->offset + sizeof(records::RecordFrame) + sizeof(records::CaptureBlobFields);
 
   // Each damaged variant is a copy of run cb with only rank 2's capture file changed.

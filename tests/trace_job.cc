@@ -170,9 +170,9 @@ int main(int argc, char** argv) {
       unknown_op = true;
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--steps N] [--first-step K] [--die-at-step K] [--perturb-rank R --perturb-step K "
-                   "[--perturb-element E]] [--wide-allreduce [--wide-grouped] [--allreduce-dtype fp32|bf16]] "
-                   "[--nonblocking] [--group-init [--reduce-in-init-group]] "
+                   "usage: %s [--steps N] [--first-step K] [--die-at-step K] [--perturb-rank R --perturb-step K] "
+                   "[--perturb-element E] [--allreduce-dtype fp32|bf16] "
+                   "[--wide-allreduce [--wide-grouped]] [--nonblocking] [--group-init [--reduce-in-init-group]] "
                    "[--simulated-group] [--unknown-op]\n",
                    argv[0]);
       return 2;
