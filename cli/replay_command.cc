@@ -116,12 +116,9 @@ int replay_command(const ReplayCommandOptions& options) {
                                "budget was spent)");
     }
     const std::uint64_t bytes = analysis::input_elements(member.fields, nranks, member.comm_rank) * element;
-    records::CaptureLookup lookup = reader->find(member.fields.input_fingerprint, bytes);
-    if (lookup.status == records::CaptureLookupStatus::kDamaged) {
-      return fail(options, "damaged capture file " + captures.path(member.global_rank) + ": " + lookup.message);
-    }
+    records::CaptureLookup lookup = analysis::find_saved_buffer(*reader, member.fields.input_fingerprint, bytes);
     if (lookup.status != records::CaptureLookupStatus::kFound) {
-      return fail(options, "not captured: " + captures.path(member.global_rank) + ": " + lookup.message);
+      return fail(options, "damaged capture file " + captures.path(member.global_rank) + ": " + lookup.message);
     }
     std::vector<unsigned char> input(lookup.bytes.size());
     if (!input.empty()) std::memcpy(input.data(), lookup.bytes.data(), input.size());
@@ -142,11 +139,11 @@ int replay_command(const ReplayCommandOptions& options) {
   if ((fields.flags & records::kCallOutputSaved) != 0) {
     const records::CaptureReader* reader = captures.reader(options.rank, &error);
     if (reader != nullptr) {
-      records::CaptureLookup lookup = reader->find(fields.output_fingerprint, part_bytes);
-      if (lookup.status == records::CaptureLookupStatus::kDamaged) {
+      records::CaptureLookup lookup = analysis::find_saved_buffer(*reader, fields.output_fingerprint, part_bytes);
+      if (lookup.status != records::CaptureLookupStatus::kFound) {
         return fail(options, "damaged capture file " + captures.path(options.rank) + ": " + lookup.message);
       }
-      if (lookup.status == records::CaptureLookupStatus::kFound) recorded = std::move(lookup.bytes);
+      recorded = std::move(lookup.bytes);
     }
   }
   const auto matches_recorded = [&](const std::vector<unsigned char>& output) {

@@ -2,7 +2,8 @@
 # The README's first command. Installs what is missing, builds what the demo needs, and tells detnccl's story on a
 # 4-rank data-parallel training job (examples/train) over hostnccl — no GPU needed:
 #   1. traced twice as NCCL would run it: the runs differ, and `detnccl diff` names the first AllReduce whose inputs
-#      matched and whose outputs did not;
+#      matched and whose outputs did not, and (DETNCCL_CAPTURE=1) says they differ within the reordering bound;
+#   1b. a corrupted gradient sum (HOSTNCCL_CORRUPT) against a clean run: beyond the reordering bound;
 #   2. twice more with DETNCCL_DETERMINISTIC=1: bit for bit identical;
 #   3. a one-ulp perturbation on one rank at one step: diff names that rank, that step, `input`, and the receivers;
 #   4. a run resumed from a checkpoint: identical to the run that never stopped, from the resume step on.
@@ -109,8 +110,8 @@ echo
 echo "== 1. The same 4-rank training job, traced twice, reducing gradients in arrival order (like NCCL on a cluster)"
 found_output=0
 for attempt in 1 2 3; do
-  train_run "plain-$attempt-a" HOSTNCCL_REDUCE_ORDER=arrival --
-  train_run "plain-$attempt-b" HOSTNCCL_REDUCE_ORDER=arrival --
+  train_run "plain-$attempt-a" HOSTNCCL_REDUCE_ORDER=arrival DETNCCL_CAPTURE=1 --
+  train_run "plain-$attempt-b" HOSTNCCL_REDUCE_ORDER=arrival DETNCCL_CAPTURE=1 --
   diff_json "plain-$attempt-a" "plain-$attempt-b"
   if [[ "$diff_status" == 1 ]]; then found_output=1; break; fi
 done
@@ -121,6 +122,34 @@ first_step="$(field "d['first_divergence']['step']")"
 echo "   -> detnccl diff: first divergence at step $first_step, rank" \
      "$(field "d['first_divergence']['rank']"): an AllReduce whose inputs matched but whose outputs did not" \
      "(kind 'output': the reduction itself is nondeterministic)"
+
+# How far apart (issue #18): the runs captured their buffers (DETNCCL_CAPTURE=1), so diff measures the divergence and
+# checks it against the reordering bound, the largest difference any summation order of those inputs can make.
+# magnitude_line A B: the sentence after "magnitude" in diff's text.
+magnitude_line() { { "$cli" diff "$traces/$1" "$traces/$2" || true; } | sed -n 's/^  magnitude //p'; }
+magnitude="$(magnitude_line "plain-$attempt-a" "plain-$attempt-b")"
+within_sentence='^outputs differ by at most [0-9]+ ulp in [0-9]+ elements? — within the reordering bound: summation order, not corruption'
+[[ "$magnitude" =~ $within_sentence ]] || fail "diff did not say the outputs differ within the reordering bound: '$magnitude'"
+[[ "$(field "d['first_divergence']['magnitude']['within_reordering_bound']")" == True ]] ||
+  fail "diff's JSON does not say within_reordering_bound: true"
+echo "   -> detnccl diff, from the captured buffers: ${magnitude%%;*}"
+
+echo
+echo "== 1b. The same job in rank order, traced twice with DETNCCL_CAPTURE=1, one run with a corrupted gradient sum"
+echo "       (HOSTNCCL_CORRUPT: element 7 of rank 1's first gradient AllReduce, times 1001, as a bad link could)"
+train_run ordered HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1 --
+train_run corrupted HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1 HOSTNCCL_CORRUPT=rank:1,call:1,element:7,factor:1001 --
+diff_json ordered corrupted
+[[ "$diff_status" == 1 ]] || fail "the corrupted run was not reported as diverged"
+[[ "$(field "d['first_divergence']['kind']")" == output && "$(field "d['first_divergence']['rank']")" == 1 &&
+   "$(field "d['first_divergence']['seq']")" == 1 ]] || fail "the first divergence is not rank 1's output at seq 1"
+[[ "$(field "d['first_divergence']['magnitude']['within_reordering_bound']")" == False &&
+   "$(field "d['first_divergence']['magnitude']['first_index']")" == 7 ]] ||
+  fail "diff's JSON does not put element 7 beyond the reordering bound"
+magnitude="$(magnitude_line ordered corrupted)"
+[[ "$magnitude" =~ ^outputs\ differ\ by\ at\ most\ [0-9]+\ ulp\ in\ 1\ element\ —\ beyond\ the\ reordering\ bound ]] ||
+  fail "diff did not say the corrupted output is beyond the reordering bound: '$magnitude'"
+echo "   -> detnccl diff: rank 1, seq 1: ${magnitude%%;*}"
 
 echo
 echo "== 2. The same job twice with DETNCCL_DETERMINISTIC=1 (detnccl computes every float reduction in a fixed order)"
@@ -160,6 +189,7 @@ echo "   -> detnccl diff --from-step $resume_step: identical to the run that nev
 echo
 echo "== Summary: without detnccl, two identical training runs parted ways at step $first_step, in a gradient"
 echo "   AllReduce; with DETNCCL_DETERMINISTIC=1 they are bit for bit identical; a one-ulp change on one rank is"
-echo "   traced to that rank and step; and a resumed run matches the uninterrupted one."
+echo "   traced to that rank and step; and a resumed run matches the uninterrupted one. From captured buffers, diff"
+echo "   tells a summation order (within the reordering bound) from a corruption (beyond it)."
 ((keep)) && echo "   (traces kept in $traces; try: $cli diff $traces/plain-1-a $traces/plain-1-b)"
 exit 0

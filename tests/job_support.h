@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "abi/nccl_abi.h"
+#include "collectives/dtype_arith.h"
 #include "launcher/bootstrap.h"
 
 namespace detnccl::test {
@@ -72,6 +73,15 @@ inline std::vector<float> wide_magnitude_values(int rank, int step, std::size_t 
         std::pow(10.0f, static_cast<float>(exponent(generator)));
   }
   return values;
+}
+
+// wide_magnitude_values rounded to bfloat16 (round to nearest even, collectives/dtype_arith.h): the bits of a bf16
+// job's input. bf16 keeps fp32's exponent range, so the values span the same 40 orders of magnitude.
+inline std::vector<std::uint16_t> wide_magnitude_bf16(int rank, int step, std::size_t count) {
+  const std::vector<float> values = wide_magnitude_values(rank, step, count);
+  std::vector<std::uint16_t> bits(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) bits[i] = detnccl::arith::float_to_bf16(values[i]);
+  return bits;
 }
 
 }  // namespace detnccl::test

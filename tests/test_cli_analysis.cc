@@ -1806,18 +1806,27 @@ TEST(AnalysisMagnitude, TheSentenceSaysSummationOrderOrNot) {
   EXPECT_TRUE(within.reordering->within_reordering_bound);
   const std::string text = detnccl::analysis::magnitude_sentence(within, "outputs");
   EXPECT_EQ(text.rfind("outputs differ by at most ", 0), 0u) << text;
-  EXPECT_NE(text.find("in 1 elements (of 3; first at 1, worst at 1: abs 1, rel inf)"), std::string::npos) << text;
-  EXPECT_NE(text.find("within the reordering bound: summation order, not corruption"), std::string::npos) << text;
+  // The verdict right after the count, in issue #18's words; where and how much after it.
+  EXPECT_NE(text.find("in 1 element \u2014 within the reordering bound: summation order, not corruption; of 3, first "
+                      "at 1, worst at 1 (abs 1, rel inf)"),
+            std::string::npos)
+      << text;
 
   const std::vector<float> c = {3.5f * 1001, 0.0f, 1.0f};
   const detnccl::analysis::DivergenceMagnitude beyond =
       detnccl::analysis::measure_divergence(ncclFloat32, a.data(), c.data(), 3, sum, &inputs);
   const std::string corrupt = detnccl::analysis::magnitude_sentence(beyond, "outputs");
-  EXPECT_NE(corrupt.find("beyond the reordering bound (1 elements, first at 0"), std::string::npos) << corrupt;
+  EXPECT_NE(corrupt.find("in 1 element \u2014 beyond the reordering bound: not summation order (1 beyond it, the "
+                         "first at 0, the worst "),
+            std::string::npos)
+      << corrupt;
   // Without the members' inputs (an input divergence), no verdict.
   const std::string inputs_text = detnccl::analysis::magnitude_sentence(
       detnccl::analysis::measure_divergence(ncclFloat32, a.data(), c.data(), 3, sum), "inputs");
   EXPECT_EQ(inputs_text.find("reordering"), std::string::npos) << inputs_text;
+  EXPECT_EQ(inputs_text.rfind("inputs differ by at most ", 0), 0u) << inputs_text;
+  EXPECT_NE(inputs_text.find(" in 1 element; of 3, first at 0, worst at 0 (abs 3.5e+03, rel 1e+03)"), std::string::npos)
+      << inputs_text;
 }
 
 }  // namespace

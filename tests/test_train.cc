@@ -20,6 +20,7 @@
 
 #include <gtest/gtest.h>
 
+#include "cli/analysis/divergence_magnitude.h"
 #include "cli/analysis/run_diff.h"
 #include "examples/train/checkpoint.h"
 #include "examples/train/gradient_buckets.h"
@@ -716,6 +717,54 @@ TEST(TrainJob, TracedResumedRunMatchesFromItsFirstStep) {
       EXPECT_EQ(r[i].output_fingerprint, w[offset + i - 1].output_fingerprint) << "rank " << rank << " call " << i;
     }
   }
+}
+
+}  // namespace
+
+namespace {
+
+// With DETNCCL_CAPTURE=1 (issue #18) the perturbation's divergence is measured from the captured gradients, as
+// `detnccl diff` measures it: in the bucket that holds the perturbed element (gradient_buckets.h: from the end of the
+// 5,514 parameters, reduced in that order after the setup broadcast), one element, one ulp, at its place in the
+// bucket; an input divergence has no reordering verdict.
+TEST(TrainJob, ACapturedPerturbationIsOneElementOneUlpAtItsPlaceInItsBucket) {
+  const TemporaryDirectory dir;
+  constexpr std::size_t kElement = 3000;
+  traced_run(dir, "base", "--quiet --steps 4", "DETNCCL_CAPTURE=1");
+  traced_run(dir, "perturbed",
+             "--quiet --steps 4 --perturb-rank 1 --perturb-step 2 --perturb-element " + std::to_string(kElement),
+             "DETNCCL_CAPTURE=1");
+  const std::vector<train::Bucket> buckets = train::gradient_buckets(5514, 2048);
+  std::size_t bucket = 0;
+  while (bucket < buckets.size() &&
+         !(buckets[bucket].offset <= kElement && kElement < buckets[bucket].offset + buckets[bucket].count)) {
+    ++bucket;
+  }
+  ASSERT_LT(bucket, buckets.size());
+  namespace analysis = detnccl::analysis;
+  const analysis::RunDiff diff =
+      analysis::diff_runs(analysis::list_run(dir / "base"), analysis::list_run(dir / "perturbed"), {});
+  ASSERT_TRUE(diff.error.empty()) << diff.error;
+  ASSERT_TRUE(diff.first.has_value());
+  EXPECT_EQ(diff.first->kind, analysis::DivergenceKind::kInput);
+  EXPECT_EQ(diff.first->rank, 1u);
+  EXPECT_EQ(diff.first->step(), 2u);
+  EXPECT_EQ(diff.first->seq(), 1u + 2u * 4u + bucket);
+  analysis::RunCaptures a(dir / "base"), b(dir / "perturbed");
+  std::string error;
+  const std::optional<analysis::MagnitudeOutcome> outcome =
+      analysis::measure_call_divergence(a, b, *diff.first, &error);
+  ASSERT_TRUE(error.empty()) << error;
+  ASSERT_TRUE(outcome.has_value());
+  ASSERT_TRUE(outcome->measured) << outcome->not_captured;
+  EXPECT_EQ(outcome->side, "inputs");
+  const detnccl::numerics::Magnitude& m = outcome->magnitude.magnitude;
+  EXPECT_EQ(m.elements_compared, buckets[bucket].count);
+  EXPECT_EQ(m.elements_differing, 1u);
+  EXPECT_EQ(m.first_index, static_cast<std::int64_t>(kElement - buckets[bucket].offset));
+  EXPECT_EQ(m.worst_index, m.first_index);
+  EXPECT_EQ(m.max_ulp, 1u);
+  EXPECT_FALSE(outcome->magnitude.reordering.has_value());
 }
 
 }  // namespace

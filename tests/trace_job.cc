@@ -2,15 +2,20 @@
 // trace_job_script.h for each step (every collective, a group with an in-place AllReduce and a Send/Recv ring,
 // in-place calls) and checks each output against the script. It marks steps through detnccl_set_step when the shim
 // is loaded (looked up with dlsym, so the job runs without the shim too).
-//   trace_job [--steps N] [--first-step K] [--die-at-step K] [--perturb-rank R --perturb-step K] [--wide-allreduce]
+//   trace_job [--steps N] [--first-step K] [--die-at-step K] [--perturb-rank R --perturb-step K [--perturb-element E]]
+//             [--wide-allreduce [--allreduce-dtype fp32|bf16]]
 //   --first-step K    start at step K, like a job resumed from a checkpoint taken before step K
 //   --die-at-step K   rank 1 kills itself with SIGKILL at that step, once every other rank has finished step K-1
 //                     (they say so with a file in DETNCCL_DIR; without DETNCCL_DIR it waits 300 ms instead)
 //   --perturb-rank R --perturb-step K
 //                     rank R changes element 0 of every input of step K by one ulp (float; +1 for int32), as a compute
 //                     bug before the step's first AllReduce would; outputs of step K are then not checked
+//   --perturb-element E  the element changed (default 0; an input shorter than E+1 elements is left alone)
 //   --wide-allreduce  instead of the script, one fp32 AllReduce per step of values spanning 40 orders of magnitude
 //                     (their sum depends on the order of addition); outputs are not checked
+//                     (fp32, with --perturb-rank/--perturb-step: that rank's element E one ulp up at that step)
+//   --allreduce-dtype bf16  with --wide-allreduce: the same values rounded to bfloat16, reduced as ncclBfloat16
+//                     (neither --wide-grouped nor the perturbation apply to it)
 //   --nonblocking     create the communicator with ncclConfig_t.blocking = 0 (its init may return ncclInProgress)
 //   --keep-going      a wrong output is printed and the job goes on to its end (exit 0): RATIONALE: a rank that
 //                     exits at a HOSTNCCL_CORRUPT fault makes hostnccl-run stop the others, whose logs then lack
@@ -61,19 +66,21 @@ bool ok(ncclResult_t result, const char* what) {
 
 using detnccl::test::Buffers;
 
-// One ulp more at element 0 of the call's input (float32) or one more (int32).
-void perturb_input(ScriptCall& call) {
-  if (call.input.empty()) return;
+// One ulp more at element `element` of the call's input (float32) or one more (int32).
+void perturb_input(ScriptCall& call, std::size_t element) {
+  // Both types are 4 bytes wide.
+  if (call.input.size() < (element + 1) * 4) return;
+  std::byte* at = call.input.data() + element * 4;
   if (call.datatype == ncclFloat32) {
     float value;
-    std::memcpy(&value, call.input.data(), sizeof value);
+    std::memcpy(&value, at, sizeof value);
     value = std::nextafter(value, INFINITY);
-    std::memcpy(call.input.data(), &value, sizeof value);
+    std::memcpy(at, &value, sizeof value);
   } else {
     std::int32_t value;
-    std::memcpy(&value, call.input.data(), sizeof value);
+    std::memcpy(&value, at, sizeof value);
     ++value;
-    std::memcpy(call.input.data(), &value, sizeof value);
+    std::memcpy(at, &value, sizeof value);
   }
 }
 
@@ -125,7 +132,9 @@ int main(int argc, char** argv) {
   int die_at_step = -1;
   int perturb_rank = -1;
   int perturb_step = -1;
+  std::size_t perturb_element = 0;
   bool wide_allreduce = false;
+  bool wide_bf16 = false;
   bool wide_grouped = false;
   bool nonblocking = false;
   bool unknown_op = false;
@@ -145,8 +154,13 @@ int main(int argc, char** argv) {
       perturb_rank = std::atoi(argv[++i]);
     } else if (arg == "--perturb-step" && i + 1 < argc) {
       perturb_step = std::atoi(argv[++i]);
+    } else if (arg == "--perturb-element" && i + 1 < argc) {
+      perturb_element = static_cast<std::size_t>(std::strtoull(argv[++i], nullptr, 10));
     } else if (arg == "--wide-allreduce") {
       wide_allreduce = true;
+    } else if (arg == "--allreduce-dtype" && i + 1 < argc &&
+               (argv[i + 1] == std::string("fp32") || argv[i + 1] == std::string("bf16"))) {
+      wide_bf16 = argv[++i] == std::string("bf16");
     } else if (arg == "--wide-grouped") {  // with --wide-allreduce: a second one per step, inside a group
       wide_grouped = true;
     } else if (arg == "--nonblocking") {  // create the communicator with ncclConfig_t.blocking = 0
@@ -164,6 +178,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--steps N] [--first-step K] [--die-at-step K] [--perturb-rank R --perturb-step K] "
+                   "[--perturb-element E] [--allreduce-dtype fp32|bf16] "
                    "[--wide-allreduce [--wide-grouped]] [--nonblocking] [--group-init [--reduce-in-init-group]] "
                    "[--simulated-group] [--unknown-op] [--keep-going]\n",
                    argv[0]);
@@ -245,8 +260,20 @@ int main(int argc, char** argv) {
   for (int step = first_step; step < steps; ++step) {
     if (set_step != nullptr) set_step(static_cast<std::uint64_t>(step));
     if (step == die_at_step) die_after_the_others_finished_the_step_before(step, rank, nranks);
+    if (wide_allreduce && wide_bf16) {
+      const std::vector<std::uint16_t> input = detnccl::test::wide_magnitude_bf16(rank, step, 4096);
+      std::vector<std::uint16_t> output(input.size());
+      if (!ok(ncclAllReduce(input.data(), output.data(), input.size(), ncclBfloat16, ncclSum, comm, nullptr),
+              "ncclAllReduce (bf16)")) {
+        return 1;
+      }
+      continue;
+    }
     if (wide_allreduce) {
-      const std::vector<float> input = detnccl::test::wide_magnitude_values(rank, step, 4096);
+      std::vector<float> input = detnccl::test::wide_magnitude_values(rank, step, 4096);
+      if (step == perturb_step && rank == perturb_rank && perturb_element < input.size()) {
+        input[perturb_element] = std::nextafter(input[perturb_element], INFINITY);
+      }
       std::vector<float> output(input.size());
       if (!ok(ncclAllReduce(input.data(), output.data(), input.size(), ncclFloat32, ncclSum, comm, nullptr),
               "ncclAllReduce")) {
@@ -275,7 +302,7 @@ int main(int argc, char** argv) {
     std::vector<ScriptCall> calls = detnccl::test::script_step(rank, nranks, static_cast<std::uint64_t>(step));
     const bool perturbed_step = step == perturb_step;
     if (perturbed_step && rank == perturb_rank) {
-      for (ScriptCall& call : calls) perturb_input(call);
+      for (ScriptCall& call : calls) perturb_input(call, perturb_element);
     }
     std::vector<Buffers> buffers(calls.size());
     bool in_group = false;

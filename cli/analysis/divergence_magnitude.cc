@@ -25,7 +25,7 @@ struct Buffer {
 };
 
 bool look_up(RunCaptures& run, const char* name, std::uint32_t rank, std::uint64_t fingerprint, std::uint64_t bytes,
-             bool saved, Buffer* out, std::string* error) {
+             std::uint16_t flags, std::uint16_t saved_flag, Buffer* out, std::string* error) {
   const records::CaptureReader* reader = run.reader(rank, error);
   if (!error->empty()) return false;
   if (reader == nullptr) {
@@ -33,28 +33,39 @@ bool look_up(RunCaptures& run, const char* name, std::uint32_t rank, std::uint64
                 "; DETNCCL_CAPTURE=1 saves the buffers";
     return true;
   }
-  if (!saved) {
+  if ((flags & saved_flag) == 0) {
     out->note = std::string("run ") + name + " did not capture this buffer of rank " + std::to_string(rank) +
-                ": outside the fingerprint windows, or the capture budget was spent";
+                ((flags & records::kCallSaveSkipped) != 0
+                     ? ": its record says capture was skipped (the budget DETNCCL_CAPTURE_BYTES was spent, the buffer "
+                       "was too large for a record, or capture failed)"
+                     : ": its record says it was not saved (outside the fingerprint windows, or capture was off)");
     return true;
   }
-  records::CaptureLookup lookup = reader->find(fingerprint, bytes);
-  switch (lookup.status) {
-    case records::CaptureLookupStatus::kFound:
-      out->bytes = std::move(lookup.bytes);
-      out->found = true;
-      return true;
-    case records::CaptureLookupStatus::kAbsent:
-      out->note = std::string("run ") + name + "'s " + run.path(rank) + ": " + lookup.message;
-      return true;
-    case records::CaptureLookupStatus::kDamaged:
-      *error = run.path(rank) + ": " + lookup.message;
-      return false;
+  records::CaptureLookup lookup = find_saved_buffer(*reader, fingerprint, bytes);
+  if (lookup.status != records::CaptureLookupStatus::kFound) {
+    *error = run.path(rank) + ": " + lookup.message;
+    return false;
   }
-  return false;
+  out->bytes = std::move(lookup.bytes);
+  out->found = true;
+  return true;
 }
 
 }  // namespace
+
+records::CaptureLookup find_saved_buffer(const records::CaptureReader& reader, std::uint64_t fingerprint,
+                                         std::uint64_t bytes) {
+  records::CaptureLookup lookup = reader.find(fingerprint, bytes);
+  if (lookup.status == records::CaptureLookupStatus::kAbsent) {
+    // RATIONALE: the shim stores a buffer before it writes the record that says so, so a file without a buffer its
+    // log says it holds was cut short, replaced or forged: damaged, not "not captured".
+    lookup.status = records::CaptureLookupStatus::kDamaged;
+    lookup.message +=
+        ", though the log's call record says it was saved there (a truncated capture file, one of "
+        "another run, or a blob of the wrong size for the call)";
+  }
+  return lookup;
+}
 
 std::string RunCaptures::path(std::uint32_t rank) const { return run_path_ + "/" + records::capture_file_name(rank); }
 
@@ -83,7 +94,9 @@ std::optional<MagnitudeOutcome> measure_call_divergence(RunCaptures& run_a, RunC
   if ((d.kind != DivergenceKind::kInput && d.kind != DivergenceKind::kOutput) || !d.a.present || !d.b.present) {
     return std::nullopt;
   }
-  const bool output = d.kind == DivergenceKind::kOutput;
+  // The buffer that differs: the input when it does (an input divergence's origin), else the output (an output
+  // divergence, or a receiver whose own input matches while what it received differs: an AllGather, a Recv).
+  const bool output = d.kind == DivergenceKind::kOutput || (!d.input_differs && d.output_differs);
   const records::CallFields& fa = d.a.fields;
   const records::CallFields& fb = d.b.fields;
   const std::uint64_t element = datatype_bytes(fa.datatype);
@@ -99,10 +112,10 @@ std::optional<MagnitudeOutcome> measure_call_divergence(RunCaptures& run_a, RunC
   MagnitudeOutcome outcome;
   outcome.side = output ? "outputs" : "inputs";
   Buffer a, b;
-  if (!look_up(run_a, "A", d.rank, output ? fa.output_fingerprint : fa.input_fingerprint, bytes_a,
-               (fa.flags & flag) != 0, &a, error) ||
-      !look_up(run_b, "B", d.rank, output ? fb.output_fingerprint : fb.input_fingerprint, bytes_b,
-               (fb.flags & flag) != 0, &b, error)) {
+  if (!look_up(run_a, "A", d.rank, output ? fa.output_fingerprint : fa.input_fingerprint, bytes_a, fa.flags, flag, &a,
+               error) ||
+      !look_up(run_b, "B", d.rank, output ? fb.output_fingerprint : fb.input_fingerprint, bytes_b, fb.flags, flag, &b,
+               error)) {
     return std::nullopt;
   }
   if (!a.found || !b.found) {
@@ -128,18 +141,44 @@ std::optional<MagnitudeOutcome> measure_call_divergence(RunCaptures& run_a, RunC
   // The reordering bound: every member's input of this call in run A.
   std::vector<std::vector<std::byte>> inputs;
   std::string members_error;
-  const std::optional<std::vector<MemberCall>> members =
+  std::optional<std::vector<MemberCall>> members =
       d.a.communicator.known ? find_member_calls(run_a.run_path(), d.a.communicator.id, d.a.communicator.nranks,
                                                  d.a.collective_index, &members_error)
                              : std::nullopt;
   if (!d.a.communicator.known) members_error = "the call's communicator is not recorded";
   if (members) {
+    // The bound is for equal inputs: an output that differs because a member's input does (a receiver of another
+    // rank's difference) has no verdict.
+    std::string b_error;
+    const std::optional<std::vector<MemberCall>> members_b =
+        d.b.communicator.known ? find_member_calls(run_b.run_path(), d.b.communicator.id, d.b.communicator.nranks,
+                                                   d.b.collective_index, &b_error)
+                               : std::nullopt;
+    if (!members_b || members_b->size() != members->size()) {
+      members_error = "run B's members of the call: " +
+                      (d.b.communicator.known ? b_error : std::string("the call's communicator is not recorded"));
+      members.reset();
+    } else {
+      for (std::size_t i = 0; i < members->size(); ++i) {
+        const records::CallFields& ma = (*members)[i].fields;
+        const records::CallFields& mb = (*members_b)[i].fields;
+        if (ma.input_fingerprint != mb.input_fingerprint ||
+            ((ma.flags ^ mb.flags) & records::kCallInputFingerprint) != 0) {
+          members_error = "rank " + std::to_string((*members)[i].global_rank) +
+                          "'s input differs between the runs, and the bound is for equal inputs";
+          members.reset();
+          break;
+        }
+      }
+    }
+  }
+  if (members) {
     for (const MemberCall& member : *members) {
       Buffer input;
       const std::uint64_t input_bytes =
           input_elements(member.fields, d.a.communicator.nranks, member.comm_rank) * element;
-      if (!look_up(run_a, "A", member.global_rank, member.fields.input_fingerprint, input_bytes,
-                   (member.fields.flags & records::kCallInputSaved) != 0, &input, error)) {
+      if (!look_up(run_a, "A", member.global_rank, member.fields.input_fingerprint, input_bytes, member.fields.flags,
+                   records::kCallInputSaved, &input, error)) {
         return std::nullopt;
       }
       if (!input.found) {

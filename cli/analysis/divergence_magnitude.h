@@ -42,6 +42,12 @@ class RunCaptures {
   std::map<std::uint32_t, std::unique_ptr<records::CaptureReader>> readers_;  // null: absent
 };
 
+/* Looks up a buffer whose call record says it was saved (kCallInputSaved/kCallOutputSaved): found, or damaged —
+ * also when the file lacks it (cut short, another run's, or holding that fingerprint with another size: the wrong
+ * size for the call), since the shim stores a buffer before the record that says so. Never kAbsent. */
+records::CaptureLookup find_saved_buffer(const records::CaptureReader& reader, std::uint64_t fingerprint,
+                                         std::uint64_t bytes);
+
 /* Measures divergence `d` (an input or output divergence with both sides present; anything else: nullopt and no
  * error). A damaged capture file (or a damaged buffer in one) returns nullopt with *error naming the file. */
 std::optional<MagnitudeOutcome> measure_call_divergence(RunCaptures& run_a, RunCaptures& run_b, const CallDivergence& d,

@@ -18,6 +18,11 @@ std::string short_number(double value) {
   return text;
 }
 
+// "1 element", "12 elements".
+std::string elements_text(std::uint64_t count) {
+  return std::to_string(count) + (count == 1 ? " element" : " elements");
+}
+
 }  // namespace
 
 DivergenceMagnitude measure_divergence(ncclDataType_t type, const void* a, const void* b, std::size_t count,
@@ -33,20 +38,22 @@ DivergenceMagnitude measure_divergence(ncclDataType_t type, const void* a, const
 std::string magnitude_sentence(const DivergenceMagnitude& m, const std::string& what) {
   const numerics::Magnitude& g = m.magnitude;
   if (g.identical()) return what + " are identical";
-  std::string text = what + " differ by at most " + ulp_text(g.max_ulp) + " in " +
-                     std::to_string(g.elements_differing) + " elements (of " + std::to_string(g.elements_compared) +
-                     "; first at " + std::to_string(g.first_index) + ", worst at " + std::to_string(g.worst_index) +
-                     ": abs " + short_number(g.max_abs_error) + ", rel " + short_number(g.max_rel_error) + ")";
+  // RATIONALE: the verdict follows the count directly ("... in E elements — within the reordering bound: ..."), the
+  // words issue #18 gives; where and how large come after it.
+  std::string text = what + " differ by at most " + ulp_text(g.max_ulp) + " in " + elements_text(g.elements_differing);
   if (m.reordering) {
     const numerics::ReorderingVerdict& v = *m.reordering;
     if (v.within_reordering_bound) {
       text += " \u2014 within the reordering bound: summation order, not corruption";
     } else {
-      text += " \u2014 beyond the reordering bound (" + std::to_string(v.elements_beyond) + " elements, first at " +
-              std::to_string(v.first_beyond_index) + ", worst " + short_number(v.worst_ratio) +
-              "x the bound): not summation order";
+      text += " \u2014 beyond the reordering bound: not summation order (" + std::to_string(v.elements_beyond) +
+              " beyond it, the first at " + std::to_string(v.first_beyond_index) + ", the worst " +
+              short_number(v.worst_ratio) + "x the bound)";
     }
   }
+  text += "; of " + std::to_string(g.elements_compared) + ", first at " + std::to_string(g.first_index) +
+          ", worst at " + std::to_string(g.worst_index) + " (abs " + short_number(g.max_abs_error) + ", rel " +
+          short_number(g.max_rel_error) + ")";
   return text;
 }
 

@@ -29,8 +29,9 @@ DivergenceMagnitude measure_divergence(ncclDataType_t type, const void* a, const
                                        const numerics::ReductionOp& op,
                                        const std::vector<const void*>* member_inputs = nullptr);
 
-/* One line: "outputs differ by at most K ulp in E elements (of N; first at F, worst at W: abs X, rel Y) — within the
- * reordering bound: summation order, not corruption" (or "— beyond the reordering bound: ..."), `what` being
+/* One line: "outputs differ by at most K ulp in E elements — within the reordering bound: summation order, not
+ * corruption; of N, first at F, worst at W (abs X, rel Y)" (or "— beyond the reordering bound: not summation order
+ * (B beyond it, the first at I, the worst Rx the bound); ...", or no verdict at all without one), `what` being
  * "outputs" or "inputs". */
 std::string magnitude_sentence(const DivergenceMagnitude& m, const std::string& what);
 
