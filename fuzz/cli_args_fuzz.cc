@@ -60,6 +60,17 @@ const std::string& empty_directory() {
     require(mkdir((inner + "/b").c_str(), 0700) == 0 || errno == EEXIST);
     return inner + "/b";
   }();
+  // Removed at exit (nothing is ever written in it), so that runs leave no folders behind.
+  static const bool removed_at_exit = [] {
+    return std::atexit([] {
+             const std::string& b = empty_directory();
+             const std::string a = b.substr(0, b.rfind('/'));
+             rmdir(b.c_str());
+             rmdir(a.c_str());
+             rmdir(a.substr(0, a.rfind('/')).c_str());
+           }) == 0;
+  }();
+  (void)removed_at_exit;
   return path;
 }
 
