@@ -7,24 +7,14 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
-#include <algorithm>
 #include <cerrno>
-#include <charconv>
-#include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <exception>
 #include <iostream>
-#include <limits>
-#include <nlohmann/json.hpp>
 #include <string>
-#include <string_view>
-#include <system_error>
 #include <vector>
 
-#include "cli/commands.h"
-#include "detnccl_version.h"
+#include "cli/command_line.h"
 
 namespace {
 
@@ -71,114 +61,11 @@ int finish_output(const char* command, int status) {
   return kExitUnusable;
 }
 
-// With --json on the command line, a tool reads standard output: bad arguments are said there too, as the JSON
-// document of unusable input, besides the message on stderr.
-// Only detnccl's own arguments count: what follows `--` (`detnccl run -- tool --json`) is another program's.
-void report_bad_arguments_as_json(int argc, char** argv, const std::string& message) {
-  char** const own_end =
-      std::find_if(argv + 1, argv + argc, [](const char* arg) { return std::strcmp(arg, "--") == 0; });
-  if (std::find_if(argv + 1, own_end, [](const char* arg) { return std::strcmp(arg, "--json") == 0; }) == own_end) {
-    return;
-  }
-  std::cout << nlohmann::json({{"verdict", "unusable"}, {"error", "bad arguments: " + message}})
-                   .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
-            << "\n";
-}
-
-// The subcommands' names, for a clear message about an unknown one.
-#define DETNCCL_CLI_SUBCOMMAND_NAME(name, description) #name,
-constexpr std::string_view kSubcommands[] = {DETNCCL_CLI_SUBCOMMANDS(DETNCCL_CLI_SUBCOMMAND_NAME) "fingerprint"};
-#undef DETNCCL_CLI_SUBCOMMAND_NAME
-
-// "dump, diff, check, stats or fingerprint".
-std::string subcommand_list() {
-  std::string list;
-  for (std::size_t i = 0; i < std::size(kSubcommands); ++i) {
-    if (i > 0) list += i + 1 == std::size(kSubcommands) ? " or " : ", ";
-    list += kSubcommands[i];
-  }
-  return list;
-}
-
 }  // namespace
-
-namespace detnccl::cli {
-
-// A step number: decimal digits that fit in 64 bits. RATIONALE: CLI11 converts "-1" to an unsigned by wrapping it to
-// 2^64-1 and saturates numbers too large for 64 bits, which silently turns a typo into "compare nothing".
-const CLI::Validator kStepNumber(
-    [](std::string& text) -> std::string {
-      std::uint64_t value = 0;
-      const char* end = text.data() + text.size();
-      const auto [stop, error] = std::from_chars(text.data(), end, value);
-      if (text.empty() || stop != end || error != std::errc()) {
-        std::string message = "a step must be a whole number from 0 to ";
-        message += std::to_string(std::numeric_limits<std::uint64_t>::max());
-        message += ", not '";
-        message += text;
-        message += "'";
-        return message;
-      }
-      return {};
-    },
-    "STEP");
-
-}  // namespace detnccl::cli
 
 int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "fingerprint") == 0) return forward_to_fingerprint(argc, argv);
-  if (argc >= 2 && argv[1][0] != '-' &&
-      std::find(std::begin(kSubcommands), std::end(kSubcommands), std::string_view(argv[1])) ==
-          std::end(kSubcommands)) {
-    std::cerr << "detnccl: unknown subcommand '" << argv[1] << "' (" << subcommand_list() << ")\n"
-              << "Run with --help for more information.\n";
-    return kExitUnusable;
-  }
-
-  CLI::App app{
-      "detnccl: run a job under the shim (run) and read the per-rank logs of detnccl runs. Exit status: 0 identical or "
-      "consistent, 1 diverged or inconsistent, 2 unusable input (the message names the file and why) or bad "
-      "arguments; run exits with the command's status.",
-      "detnccl"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", "detnccl " DETNCCL_VERSION_TEXT);
-
-  struct Subcommand {
-    const char* name;
-    CLI::App* app;
-    CommandRun run;
-  };
-  std::vector<Subcommand> subcommands;
-#define DETNCCL_CLI_ADD_SUBCOMMAND(name, description)                  \
-  {                                                                    \
-    CLI::App* sub = app.add_subcommand(#name, description);            \
-    subcommands.push_back({#name, sub, add_##name##_arguments(*sub)}); \
-  }
-  DETNCCL_CLI_SUBCOMMANDS(DETNCCL_CLI_ADD_SUBCOMMAND)
-#undef DETNCCL_CLI_ADD_SUBCOMMAND
-  app.add_subcommand("fingerprint", "Fingerprint files (runs detnccl-fingerprint; see its --help)");
-
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::Success& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    report_bad_arguments_as_json(argc, argv, e.what());
-    return kExitUnusable;
-  }
-  for (const Subcommand& subcommand : subcommands) {
-    if (!subcommand.app->parsed()) continue;
-    try {
-      return finish_output(subcommand.name, subcommand.run());
-    } catch (const BadArguments& e) {
-      std::cerr << "detnccl " << subcommand.name << ": " << e.what() << "\n";
-      report_bad_arguments_as_json(argc, argv, e.what());
-      return finish_output(subcommand.name, kExitUnusable);
-    } catch (const std::exception& e) {
-      std::cerr << "detnccl: " << e.what() << "\n";
-      return kExitUnusable;
-    }
-  }
-  return kExitUnusable;
+  const ParsedCommandLine command = parse_command_line(argc, argv, std::cout, std::cerr);
+  if (!command.run) return command.status;
+  return finish_output(command.name, run_parsed_command(command, argc, argv, std::cout, std::cerr));
 }

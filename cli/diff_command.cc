@@ -95,6 +95,19 @@ const analysis::MagnitudeOutcome* magnitude_of(const DiffMagnitudes* magnitudes,
   return it == magnitudes->end() ? nullptr : &it->second;
 }
 
+// The first divergence's "why", corrected by what its capture files measured: an output divergence of equal inputs
+// that goes beyond the reordering bound is not the reduction's nondeterminism (which the analysis of fingerprints
+// alone must assume), and saying "deterministic mode removes this" would send the user the wrong way.
+std::string cause_of(const CallDivergence& d, const analysis::MagnitudeOutcome* m) {
+  if (d.kind != analysis::DivergenceKind::kOutput || d.role != analysis::DivergenceRole::kOrigin || m == nullptr ||
+      !m->measured || !m->magnitude.reordering || m->magnitude.reordering->within_reordering_bound) {
+    return d.cause;
+  }
+  return "every member's input matches but the output differs beyond what any summation order allows: not the " +
+         std::string(records::op_name(d.present_side().fields.op)) +
+         "'s nondeterminism but a fault (a bad reduction, memory or link); deterministic mode will not remove this";
+}
+
 json divergence_json(const CallDivergence& d, const DiffMagnitudes* magnitudes) {
   const CallSide& side = d.present_side();
   json out = {{"kind", analysis::divergence_kind_name(d.kind)},
@@ -109,7 +122,7 @@ json divergence_json(const CallDivergence& d, const DiffMagnitudes* magnitudes) 
               {"datatype", records::datatype_name(side.fields.datatype)},
               {"count", side.fields.count},
               {"redop", records::redop_name(side.fields.redop)},
-              {"cause", d.cause},
+              {"cause", cause_of(d, magnitude_of(magnitudes, d.rank))},
               {"a", side_json(d.a)},
               {"b", side_json(d.b)}};
   if (analysis::is_point_to_point(side.fields.op)) {
@@ -211,7 +224,7 @@ void print_first(const Style& style, const CallDivergence& d, const DiffMagnitud
   std::cout << "  call      " << analysis::describe_call(side.fields) << "\n";
   std::cout << "            communicator " << side.fields.comm_ordinal << " (id " << hex(side.communicator.id)
             << "), call #" << side.fields.comm_seq << " on it, seq " << d.seq() << " in the log\n";
-  std::cout << "  why       " << d.cause << "\n";
+  std::cout << "  why       " << cause_of(d, magnitude_of(magnitudes, d.rank)) << "\n";
   for (const std::string& difference : d.metadata_differences) {
     std::cout << "  differs   " << difference << " (run A vs run B)\n";
   }

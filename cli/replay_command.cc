@@ -115,7 +115,9 @@ int replay_command(const ReplayCommandOptions& options) {
                                "'s input of this call was not saved (outside the fingerprint windows, or the capture "
                                "budget was spent)");
     }
-    const std::uint64_t bytes = analysis::input_elements(member.fields, nranks, member.comm_rank) * element;
+    // Saturated, never wrapped: a forged count must not match a small blob (numerics::replay refuses it too).
+    const std::uint64_t bytes =
+        analysis::saturating_product(analysis::input_elements(member.fields, nranks, member.comm_rank), element);
     records::CaptureLookup lookup = analysis::find_saved_buffer(*reader, member.fields.input_fingerprint, bytes);
     if (lookup.status != records::CaptureLookupStatus::kFound) {
       return fail(options, "damaged capture file " + captures.path(member.global_rank) + ": " + lookup.message);

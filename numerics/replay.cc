@@ -36,6 +36,14 @@ bool check_call(const ReplayCall& call, std::string* error) {
     *error = "replay: no inputs";
     return false;
   }
+  // RATIONALE: the count comes from a log, which may be damaged or forged: a product that wraps (2^62 float32s is 0
+  // bytes) would let empty inputs pass for it, and the reduction would then read and write far past them.
+  constexpr std::size_t kMax = std::numeric_limits<std::size_t>::max();
+  const std::size_t members = call.collective == ReplayCollective::kReduceScatter ? call.inputs.size() : 1;
+  if (call.count > kMax / members || call.count * members > kMax / size) {
+    *error = "replay: the call's count (" + std::to_string(call.count) + ") in bytes does not fit in 64 bits";
+    return false;
+  }
   const std::size_t bytes = result_elements(call) * size;
   for (std::size_t r = 0; r < call.inputs.size(); ++r) {
     if (call.inputs[r].size() != bytes) {

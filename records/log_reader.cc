@@ -10,6 +10,7 @@
 #include <array>
 #include <bit>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <optional>
 
@@ -27,6 +28,22 @@ T load(const std::byte* at) noexcept {
 }
 
 std::string at_offset(std::uint64_t offset) { return "at offset " + std::to_string(offset); }
+
+// Why a communicator record cannot be one a writer made, or empty. NCCL's sizes and ranks are ints, a rank is below
+// the size, and a writer that could not ask NCCL writes size 0 and rank 0 (interpose/communicator_registry.cc).
+// RATIONALE: the tools size work by a communicator's members; a forged size of 2^32 would make them loop that long.
+std::string impossible_communicator(const CommunicatorRecord& communicator) {
+  constexpr std::uint32_t kMaxNcclInt = std::numeric_limits<std::int32_t>::max();
+  if (communicator.nranks > kMaxNcclInt) {
+    return "its size " + std::to_string(communicator.nranks) + " exceeds NCCL's largest (" +
+           std::to_string(kMaxNcclInt) + ")";
+  }
+  if (communicator.rank >= std::max<std::uint32_t>(communicator.nranks, 1)) {
+    return "its rank " + std::to_string(communicator.rank) + " is outside its size " +
+           std::to_string(communicator.nranks);
+  }
+  return {};
+}
 
 std::uint64_t page_size() noexcept {
   static const std::uint64_t kPageSize = [] {
@@ -418,8 +435,12 @@ std::optional<bool> LogReader::decode(std::uint64_t at, const RecordFrame& frame
       if (payload_bytes < fixed_bytes) {
         return finish(LogEndKind::kCorrupt, at, "corrupt communicator record " + at_offset(at) + ": too short");
       }
+      const auto communicator = read_fixed_part<CommunicatorRecord>(payload, fixed_bytes);
+      if (std::string problem = impossible_communicator(communicator); !problem.empty()) {
+        return finish(LogEndKind::kCorrupt, at, "corrupt communicator record " + at_offset(at) + ": " + problem);
+      }
       record.offset = at;
-      record.record = read_fixed_part<CommunicatorRecord>(payload, fixed_bytes);
+      record.record = communicator;
       ++records_read_;
       return true;
     }
@@ -624,7 +645,11 @@ std::optional<StepIndex> LogReader::read_step_index(std::string* problem) const 
       for (const std::uint64_t offset : chunk->communicator_offsets) {
         const std::optional<RawRecord> raw = record_at(offset, RecordType::kCommunicator);
         if (!raw || offset >= end_offset) return fail("a communicator record the step index names is damaged");
-        index.communicators.push_back(read_fixed_part<CommunicatorRecord>(raw->payload, raw->fixed_bytes));
+        const auto communicator = read_fixed_part<CommunicatorRecord>(raw->payload, raw->fixed_bytes);
+        if (!impossible_communicator(communicator).empty()) {
+          return fail("a communicator record the step index names is damaged");
+        }
+        index.communicators.push_back(communicator);
         index.communicator_offsets.push_back(offset);
       }
     }

@@ -20,7 +20,7 @@ while (($#)); do
     *) targets+=("$1"); shift ;;
   esac
 done
-((${#targets[@]})) || targets=(log_reader config diff merge capture_reader)
+((${#targets[@]})) || targets=(log_reader config diff merge capture_reader cli_args)
 
 if ((make_seeds)); then
   exec ./scripts/fuzz-seeds.sh

@@ -174,6 +174,8 @@ TEST(CliDiffMagnitude, ArrivalOrderIsWithinTheBoundAndAFaultIsBeyond) {
     EXPECT_GE(m["max_ulp"].get<int>(), 1) << m.dump();
     EXPECT_EQ(m["within_reordering_bound"], true) << m.dump();
     EXPECT_EQ(m.size(), 7u) << m.dump();
+    // Within the bound the fingerprints' explanation stands: the reduction's order, which deterministic mode fixes.
+    EXPECT_NE(first["cause"].get<std::string>().find("itself is nondeterministic"), std::string::npos) << first.dump(2);
     for (const json& rank : result["ranks"]) {
       if (!rank["first"].is_null() && rank["first"]["kind"] == "output") {
         EXPECT_TRUE(rank["first"].contains("magnitude")) << "--verbose measures every rank's first: " << rank.dump();
@@ -205,7 +207,15 @@ TEST(CliDiffMagnitude, ArrivalOrderIsWithinTheBoundAndAFaultIsBeyond) {
   EXPECT_EQ(m["worst_index"], 17) << m.dump();
   EXPECT_NEAR(m["max_rel_error"].get<double>(), 1000.0, 1e-3) << m.dump();
   EXPECT_EQ(m["within_reordering_bound"], false) << m.dump();
+  // Beyond the bound, "why" no longer blames the reduction's nondeterminism (nor sends the user to deterministic mode).
+  const std::string cause = first["cause"].get<std::string>();
+  EXPECT_NE(cause.find("beyond what any summation order allows"), std::string::npos) << cause;
+  EXPECT_EQ(cause.find("itself is nondeterministic"), std::string::npos) << cause;
   const CommandResult text = detnccl("diff " + dir.run("clean") + " " + dir.run("faulty"));
+  EXPECT_NE(text.output.find("why       every member's input matches but the output differs beyond what any "
+                             "summation order allows"),
+            std::string::npos)
+      << text.output;
   EXPECT_NE(text.output.find(" in 1 element \u2014 beyond the reordering bound: not summation order (1 beyond it, the "
                              "first at 17, the worst "),
             std::string::npos)
@@ -287,7 +297,10 @@ TEST(CliReport, ACapturedReductionsOutputDivergenceHasItsMagnitudeAndReplayNext)
   EXPECT_EQ(data["diff"]["first_divergence"]["magnitude"], diff["first_divergence"]["magnitude"]);
   const std::string sentence = first.value("magnitude_text", "");
   EXPECT_EQ(sentence.rfind("outputs differ by at most ", 0), 0u) << sentence;
-  EXPECT_NE(sentence.find("beyond the reordering bound (1 elements, first at 17"), std::string::npos) << sentence;
+  EXPECT_NE(sentence.find("ulp in 1 element \u2014 beyond the reordering bound: not summation order (1 beyond it, "
+                          "the first at 17"),
+            std::string::npos)
+      << sentence;
   // The next command is replay of run A's call, and it runs: rank order gives run A's recorded output.
   const std::string replay = "detnccl replay " + dir.run("clean") + " --rank 1 --seq " + std::to_string(seq);
   EXPECT_EQ(data["next"]["command"], replay) << data["next"].dump(2);
@@ -1605,6 +1618,49 @@ TEST(CliCheck, ASingleLogFileIsRefused) {
   EXPECT_EQ(compared.exit_code, 2) << compared.output;
   EXPECT_NE(compared.output.find("run directory"), std::string::npos) << compared.output;
   EXPECT_EQ(detnccl("stats " + file).exit_code, 0);
+}
+
+// A communicator whose stated size no NCCL can have (beyond its int) makes the log damaged: check, diff, stats and
+// dump name the file and the record, as for any corrupt record. One of a size NCCL allows but that the run's logs
+// cannot fill (2^31 - 1 members, 4 logs) is a finding that counts the missing members rather than visiting each: the
+// command ends at once (`timeout` turns a loop over 2^31 members into a failure here, not a hung suite).
+TEST(CliCheck, ACommunicatorOfForgedSizeIsADamagedLogOrAFindingNeverALoopOverItsSize) {
+  TempDir dir;
+  detnccl::test::SyntheticRunSpec spec;
+  spec.communicator_hook = [](std::uint32_t rank, detnccl::records::CommunicatorRecord& communicator) {
+    if (rank == 0) communicator.nranks = std::numeric_limits<std::uint32_t>::max();
+  };
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "a", spec), "");
+  const std::string damaged = dir.run("a") + "/" + detnccl::records::rank_log_file_name(0);
+  const std::string damage = damaged + ": corrupt communicator record at offset ";
+  const std::string why = ": its size 4294967295 exceeds NCCL's largest (2147483647)";
+  const CommandResult checked = run("NO_COLOR=1 timeout 60 " DETNCCL_CLI " check " + dir.run("a") + " 2>&1");
+  EXPECT_EQ(checked.exit_code, 2) << checked.output;
+  EXPECT_NE(checked.output.find(damage), std::string::npos) << checked.output;
+  EXPECT_NE(checked.output.find(why), std::string::npos) << checked.output;
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "b", {}), "");
+  const CommandResult compared =
+      run("NO_COLOR=1 timeout 60 " DETNCCL_CLI " diff " + dir.run("b") + " " + dir.run("a") + " 2>&1");
+  EXPECT_EQ(compared.exit_code, 2) << compared.output;
+  EXPECT_NE(compared.output.find(why), std::string::npos) << compared.output;
+  const CommandResult counted = detnccl("stats " + dir.run("a"), true);
+  EXPECT_EQ(counted.exit_code, 2) << counted.output;
+  EXPECT_NE(counted.output.find(why), std::string::npos) << counted.output;
+  const CommandResult dumped = detnccl("dump --rank 0 " + dir.run("a"), true);
+  EXPECT_NE(dumped.output.find(why), std::string::npos) << dumped.output;
+
+  spec.communicator_hook = [](std::uint32_t rank, detnccl::records::CommunicatorRecord& communicator) {
+    if (rank == 0) communicator.nranks = std::numeric_limits<std::int32_t>::max();
+  };
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "c", spec), "");
+  const CommandResult huge = run("NO_COLOR=1 timeout 60 " DETNCCL_CLI " check " + dir.run("c") + " 2>&1");
+  EXPECT_EQ(huge.exit_code, 1) << huge.output;
+  // Members 4 to 2^31 - 2 are named by no log: 8 listed, the rest counted.
+  const std::uint64_t unnamed = std::numeric_limits<std::int32_t>::max() - std::uint64_t{spec.ranks};
+  EXPECT_NE(huge.output.find("not all ranks joined: ranks 4, 5, 6, 7, 8, 9, 10, 11 and " + std::to_string(unnamed - 8) +
+                             " more never made"),
+            std::string::npos)
+      << huge.output;
 }
 
 // Output that cannot be written (a full disk) is an error (exit 2, said on stderr), not success; a reader that goes

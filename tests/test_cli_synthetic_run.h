@@ -78,6 +78,8 @@ struct SyntheticRunSpec {
   // groups), with ids communicator_id + 1 + group, created after the world communicator (which then has no call).
   // Peers and blocks are then ranks in the group. ranks must be a multiple of groups.
   std::uint32_t groups = 1;
+  // Called with each rank's record of the calls' communicator before it is written (a damaged or forged size).
+  std::function<void(std::uint32_t rank, records::CommunicatorRecord& communicator)> communicator_hook;
   // Called for every call before it is written, with the writing rank; returning false drops the call.
   std::function<bool(std::uint32_t rank, records::CallFields& call, std::vector<std::uint64_t>& input_blocks,
                      std::vector<std::uint64_t>& output_blocks, std::vector<std::uint64_t>& input_segments,
@@ -143,6 +145,7 @@ inline std::string write_synthetic_run(const std::string& dir, const std::string
     communicator.nranks = n;
     communicator.rank = rank;
     communicator.origin = records::CommOrigin::kInitRank;
+    if (spec.communicator_hook && spec.groups <= 1) spec.communicator_hook(global, communicator);
     created.writer->append(communicator);
     // The calls' communicator: m members, this rank's is `local`, the first member's loop index `base`.
     const std::uint32_t groups = std::max<std::uint32_t>(spec.groups, 1);
@@ -157,6 +160,7 @@ inline std::string write_synthetic_run(const std::string& dir, const std::string
       communicator.origin = records::CommOrigin::kSplit;
       communicator.parent_ordinal = 0;
       communicator.parent_id = spec.communicator_id;
+      if (spec.communicator_hook) spec.communicator_hook(global, communicator);
       created.writer->append(communicator);
     }
 

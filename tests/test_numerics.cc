@@ -606,6 +606,16 @@ TEST(NumericsReplay, BadCallsAreRefusedWithAReason) {
   EXPECT_NE(error.find("datatype"), std::string::npos) << error;
   call = random_call(ncclFloat32, ncclSum, 3, 10, 1);
   EXPECT_FALSE(ordered_output(call, {0, 0, 1}, &error));
+  // A count from a forged log whose byte size wraps to 0 (2^62 float32s): empty inputs must not pass for it.
+  for (const ReplayCollective collective : {ReplayCollective::kAllReduce, ReplayCollective::kReduceScatter}) {
+    call = random_call(ncclFloat32, ncclSum, 4, 10, 1);
+    call.collective = collective;
+    call.count = collective == ReplayCollective::kAllReduce ? std::size_t{1} << 62 : std::size_t{1} << 60;
+    for (auto& input : call.inputs) input.clear();
+    error.clear();
+    EXPECT_FALSE(replay(call, ReplayOptions{}, &error));
+    EXPECT_NE(error.find("does not fit in 64 bits"), std::string::npos) << error;
+  }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "cli/analysis/call_members.h"
 
+#include <map>
 #include <memory>
 
 #include "cli/analysis/run_logs.h"
@@ -14,7 +15,8 @@ std::optional<std::vector<MemberCall>> find_member_calls(const std::string& run_
     *error = run.error;
     return std::nullopt;
   }
-  std::vector<std::optional<MemberCall>> members(nranks);
+  // RATIONALE: keyed by rank rather than a vector of `nranks` slots: the size comes from a log, which may be damaged.
+  std::map<std::uint32_t, MemberCall> members;
   for (const RankLogFile& file : run.logs) {
     std::string open_error;
     std::unique_ptr<RankLogStream> stream = RankLogStream::open(file, open_error);
@@ -25,20 +27,22 @@ std::optional<std::vector<MemberCall>> find_member_calls(const std::string& run_
       if (call.call.op == records::OpId::kSend || call.call.op == records::OpId::kRecv) continue;
       if (call.collective_index < collective_index) continue;
       if (call.collective_index == collective_index && call.communicator.rank < nranks) {
-        members[call.communicator.rank] =
-            MemberCall{file.rank, call.communicator.rank, static_cast<const records::CallFields&>(call.call)};
+        members.insert_or_assign(
+            call.communicator.rank,
+            MemberCall{file.rank, call.communicator.rank, static_cast<const records::CallFields&>(call.call)});
       }
       break;  // this rank's calls of the communicator are past the index
     }
   }
   std::vector<MemberCall> found;
-  for (std::uint32_t r = 0; r < nranks; ++r) {
-    if (!members[r]) {
-      *error = "rank " + std::to_string(r) + " of communicator " + std::to_string(comm_id) + " has no record of its " +
-               "collective number " + std::to_string(collective_index) + " in " + run_path;
-      return std::nullopt;
-    }
-    found.push_back(*members[r]);
+  for (const auto& [r, member] : members) {
+    if (r != found.size()) break;
+    found.push_back(member);
+  }
+  if (found.size() != nranks) {
+    *error = "rank " + std::to_string(found.size()) + " of communicator " + std::to_string(comm_id) +
+             " has no record of its collective number " + std::to_string(collective_index) + " in " + run_path;
+    return std::nullopt;
   }
   return found;
 }

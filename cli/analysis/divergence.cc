@@ -148,10 +148,13 @@ class Classifier {
         continue;
       }
       if (missing.step() > call.step()) continue;
+      // The members the logs name, not every rank below the communicator's size (a damaged log can state 2^31).
       bool member = false;
-      for (std::uint32_t k = 0; k < reference.communicator.nranks && !member; ++k) {
-        const auto found = members.find({reference.communicator.id, k});
-        member = found != members.end() && found->second == other->rank;
+      for (auto found = members.lower_bound({reference.communicator.id, 0});
+           found != members.end() && found->first.comm_id == reference.communicator.id &&
+           found->first.rank < reference.communicator.nranks && !member;
+           ++found) {
+        member = found->second == other->rank;
       }
       if (!member) continue;
       const CallSide& failing = failed_in_b ? call.b : call.a;

@@ -105,7 +105,7 @@ std::optional<MagnitudeOutcome> measure_call_divergence(RunCaptures& run_a, RunC
     const std::uint64_t elements = output
                                        ? output_elements(side.fields, side.communicator.nranks, side.communicator.rank)
                                        : input_elements(side.fields, side.communicator.nranks, side.communicator.rank);
-    return elements * element;
+    return saturating_product(elements, element);  // a forged count must not wrap to a small blob's size
   };
   const std::uint64_t bytes_a = side_bytes(d.a), bytes_b = side_bytes(d.b);
   const std::uint16_t flag = output ? records::kCallOutputSaved : records::kCallInputSaved;
@@ -176,7 +176,7 @@ std::optional<MagnitudeOutcome> measure_call_divergence(RunCaptures& run_a, RunC
     for (const MemberCall& member : *members) {
       Buffer input;
       const std::uint64_t input_bytes =
-          input_elements(member.fields, d.a.communicator.nranks, member.comm_rank) * element;
+          saturating_product(input_elements(member.fields, d.a.communicator.nranks, member.comm_rank), element);
       if (!look_up(run_a, "A", member.global_rank, member.fields.input_fingerprint, input_bytes, member.fields.flags,
                    records::kCallInputSaved, &input, error)) {
         return std::nullopt;

@@ -30,6 +30,19 @@ std::string ranks_text(const std::vector<std::uint32_t>& ranks) {
 namespace {
 
 using records::CallFields;
+
+// At most this many members of an incomplete collective that no log names are listed in its finding; the message
+// counts the others.
+constexpr std::uint64_t kListedUnknownMembers = 1024;
+
+// "ranks 3, 5, 7" for the missing members of a collective, counting `unlisted` more beyond those listed.
+std::string missing_text(const std::vector<std::uint32_t>& ranks, std::uint64_t unlisted) {
+  if (unlisted == 0) return ranks_text(ranks);
+  constexpr std::size_t kShown = 8;
+  std::string text = "ranks ";
+  for (std::size_t i = 0; i < ranks.size() && i < kShown; ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
+  return text + " and " + std::to_string(ranks.size() - std::min(ranks.size(), kShown) + unlisted) + " more";
+}
 using records::OpId;
 
 // One rank's call in a group.
@@ -116,30 +129,47 @@ class Checker {
       OpId op;
       std::uint64_t step;
       std::vector<std::uint32_t> missing;
+      std::uint64_t unlisted = 0;  // members missing beyond those in `missing` (a communicator too large to list)
     };
     std::vector<Incomplete> incomplete;
     for (auto& [key, group] : groups_) {
       check_group(group, key);
       std::set<std::uint32_t> present;
       for (const Member& member : group.members) present.insert(member.comm_rank());
+      // RATIONALE: the work is bounded by the logs, not by the communicator's stated size (a damaged or forged log
+      // can state 2^31 members): the members some log names are visited, the others only counted and the first
+      // kListedUnknownMembers of them listed.
       std::vector<std::uint32_t> missing;
-      std::uint32_t unknown = 0;  // members whose global rank no log names
+      std::uint64_t named = 0;  // members below the size some log names (those present included)
       bool truncated = false;
-      for (std::uint32_t r = 0; r < group.nranks; ++r) {
-        if (present.count(r) != 0) continue;
-        const auto global = global_of_.find({key.comm_id, r});
-        if (global == global_of_.end()) {
-          ++unknown;
-          missing.push_back(r);
-        } else if (truncated_.count(global->second) != 0) {
+      for (auto it = global_of_.lower_bound({key.comm_id, 0});
+           it != global_of_.end() && it->first.comm_id == key.comm_id && it->first.rank < group.nranks; ++it) {
+        ++named;
+        if (present.count(it->first.rank) != 0) continue;
+        if (truncated_.count(it->second) != 0) {
           truncated = true;  // made after its log's truncation marker: not recorded
         } else {
-          missing.push_back(global->second);
+          missing.push_back(it->second);
         }
       }
-      if (unknown > 0 && unknown == missing.size() && unknown <= truncated_without(key.comm_id)) {
-        missing.clear();  // members whose truncated logs end before this communicator's record
-        truncated = true;
+      // Members whose global rank no log names.
+      const std::uint64_t unknown = std::uint64_t{group.nranks} - named;
+      if (unknown > 0 && missing.empty() && unknown <= truncated_without(key.comm_id)) {
+        // members whose truncated logs end before this communicator's record
+        ++current_->not_checked;
+        continue;
+      }
+      std::uint64_t unlisted = 0;
+      if (unknown > 0) {
+        auto known = global_of_.lower_bound({key.comm_id, 0});
+        std::uint64_t listed = 0;
+        for (std::uint32_t r = 0; r < group.nranks && listed < kListedUnknownMembers; ++r) {
+          while (known != global_of_.end() && known->first.comm_id == key.comm_id && known->first.rank < r) ++known;
+          if (known != global_of_.end() && known->first.comm_id == key.comm_id && known->first.rank == r) continue;
+          missing.push_back(r);
+          ++listed;
+        }
+        unlisted = unknown - listed;
       }
       if (missing.empty() && truncated) {
         ++current_->not_checked;
@@ -147,7 +177,7 @@ class Checker {
       }
       std::sort(missing.begin(), missing.end());
       const Member& first = lowest(group);
-      incomplete.push_back({key, first.call.call.op, first.call.call.step, std::move(missing)});
+      incomplete.push_back({key, first.call.call.op, first.call.call.step, std::move(missing), unlisted});
     }
     std::sort(incomplete.begin(), incomplete.end(), [](const Incomplete& x, const Incomplete& y) {
       return std::tie(x.key.comm_id, x.key.index) < std::tie(y.key.comm_id, y.key.index);
@@ -158,7 +188,7 @@ class Checker {
       std::size_t j = i + 1;
       while (j < incomplete.size() && incomplete[j].key.comm_id == incomplete[i].key.comm_id &&
              incomplete[j].key.index == incomplete[j - 1].key.index + 1 &&
-             incomplete[j].missing == incomplete[i].missing) {
+             incomplete[j].missing == incomplete[i].missing && incomplete[j].unlisted == incomplete[i].unlisted) {
         ++j;
       }
       const Incomplete& first = incomplete[i];
@@ -170,7 +200,7 @@ class Checker {
       finding.op = first.op;
       finding.step = first.step;
       finding.ranks = first.missing;
-      finding.message = "not all ranks joined: " + ranks_text(first.missing) + " never made " +
+      finding.message = "not all ranks joined: " + missing_text(first.missing, first.unlisted) + " never made " +
                         std::string(records::op_name(first.op)) + " #" + std::to_string(first.key.index) +
                         " on communicator " + hash::format_digest(first.key.comm_id) + " (step " +
                         std::to_string(first.step) + ")" +
