@@ -1,14 +1,17 @@
 // Fuzz target: `detnccl`'s command line (cli::parse_command_line, every subcommand's options and their checks), in
-// memory: no process, and no file read or written but the absence of the ones named.
+// memory: no process, and no file read but the absence of the ones named (report's page of an unusable run is written,
+// then removed).
 //
 // The input is the argument vector after "detnccl", one argument per line ('\n'; at most kMaxArguments). So that no
 // argument can name a file or directory that exists, every '/' becomes '_' and an argument (or the value after an
 // '=') that is "." or ".." becomes "_", and the commands run with an empty directory as the working directory (the
-// one before is restored after each input): every path they get is a name in that empty directory. `detnccl run`
-// is parsed but never run (it would start its command). Standard output and error are swallowed.
+// one before is restored after each input, and what a command wrote there, e.g. report's page, removed): every path
+// they get is a name in that empty directory. `detnccl run` is parsed but never run (it would start its command).
+// Standard output and error are swallowed.
 // Checked, beyond "no crash": the parser either picks a subcommand or returns 0 (help, version, with text on its
 // output) or 2 (bad arguments, with a message); a command picked, run on paths that do not exist, exits 2 (unusable
 // input or bad arguments) with a message, never 0 or 1.
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -74,6 +77,20 @@ const std::string& empty_directory() {
   return path;
 }
 
+// Removes what a command wrote in the working directory (`detnccl report -o PAGE` writes the page of an unusable
+// run, as it should), so that every input starts from an empty one and no input can read another's output.
+void empty_the_working_directory() {
+  DIR* const directory = opendir(".");
+  require(directory != nullptr);
+  while (const dirent* entry = readdir(directory)) {
+    const std::string_view name = entry->d_name;
+    if (name == "." || name == "..") continue;
+    require(unlinkat(dirfd(directory), entry->d_name, 0) == 0 ||
+            unlinkat(dirfd(directory), entry->d_name, AT_REMOVEDIR) == 0);
+  }
+  closedir(directory);
+}
+
 // Swallows what is written to it.
 class NullBuffer : public std::streambuf {
  protected:
@@ -118,6 +135,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const int status = cli::run_parsed_command(parsed, argc, argv.data(), out, std::cerr);
   std::cout.rdbuf(cout_buffer);
   std::cerr.rdbuf(cerr_buffer);
+  empty_the_working_directory();
   require(fchdir(previous) == 0);
   close(previous);
   require(status == cli::kExitUnusable && !command_err.str().empty());
