@@ -71,6 +71,23 @@ std::vector<std::string> lines_after(const std::string& text, const std::string&
   return lines;
 }
 
+// A pair of runs of the script job over rank-order hostnccl, `environment` added to both (DETNCCL_CAPTURE=1 to
+// capture): `clean`, and `faulty`, where element `element` of rank `rank`'s output of step 1's first call (an fp32
+// AllReduce) is multiplied by `factor` and the job goes on past it (--keep-going: every rank's log is whole). *seq is
+// that call's seq. Callers wrap it in ASSERT_NO_FATAL_FAILURE.
+void faulted_pair(const TempDir& dir, const std::string& clean, const std::string& faulty, int steps, int rank,
+                  int element, int factor, const std::string& environment, std::size_t* seq) {
+  *seq = detnccl::test::script_step(1, 4, 0).size();
+  const std::string env = "HOSTNCCL_REDUCE_ORDER=rank " + environment;
+  const std::string job = "--steps " + std::to_string(steps);
+  ASSERT_EQ(traced_job(dir, clean, 4, job, env).exit_code, 0);
+  ASSERT_EQ(traced_job(dir, faulty, 4, job + " --keep-going",
+                       env + " HOSTNCCL_CORRUPT=rank:" + std::to_string(rank) + ",call:" + std::to_string(*seq) +
+                           ",element:" + std::to_string(element) + ",factor:" + std::to_string(factor))
+                .exit_code,
+            0);
+}
+
 json diff_json(const TempDir& dir, const std::string& a, const std::string& b, const std::string& extra = "") {
   const CommandResult result = detnccl("diff --json " + dir.run(a) + " " + dir.run(b) + " " + extra);
   return json::parse(result.output, nullptr, /*allow_exceptions=*/false);
@@ -189,14 +206,8 @@ TEST(CliDiffMagnitude, ArrivalOrderIsWithinTheBoundAndAFaultIsBeyond) {
   }
   EXPECT_TRUE(diverged) << "arrival order never changed a result: the test proves nothing";
 
-  ASSERT_EQ(traced_job(dir, "clean", 4, "--steps 3", "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1").exit_code, 0);
-  const std::size_t seq = detnccl::test::script_step(1, 4, 0).size();
-  // --keep-going: rank 1 does not stop the job at its wrong output, so every rank's log is whole.
-  ASSERT_EQ(traced_job(dir, "faulty", 4, "--steps 3 --keep-going",
-                       "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1 HOSTNCCL_CORRUPT=rank:1,call:" +
-                           std::to_string(seq) + ",element:17,factor:1001")
-                .exit_code,
-            0);
+  std::size_t seq = 0;
+  ASSERT_NO_FATAL_FAILURE(faulted_pair(dir, "clean", "faulty", 3, 1, 17, 1001, "DETNCCL_CAPTURE=1", &seq));
   const json result = diff_json(dir, "clean", "faulty");
   ASSERT_FALSE(result.is_discarded());
   const json& first = result["first_divergence"];
@@ -225,13 +236,8 @@ TEST(CliDiffMagnitude, ArrivalOrderIsWithinTheBoundAndAFaultIsBeyond) {
 
 TEST(CliDiffMagnitude, WithoutCaptureFilesItSaysNotCapturedAndADamagedOneIsUnusable) {
   TempDir dir;
-  ASSERT_EQ(traced_job(dir, "a", 4, "--steps 2", "HOSTNCCL_REDUCE_ORDER=rank").exit_code, 0);
-  const std::size_t seq = detnccl::test::script_step(1, 4, 0).size();
-  ASSERT_EQ(traced_job(dir, "b", 4, "--steps 2 --keep-going",
-                       "HOSTNCCL_REDUCE_ORDER=rank HOSTNCCL_CORRUPT=rank:2,call:" + std::to_string(seq) +
-                           ",element:3,factor:7")
-                .exit_code,
-            0);
+  std::size_t seq = 0;
+  ASSERT_NO_FATAL_FAILURE(faulted_pair(dir, "a", "b", 2, 2, 3, 7, "", &seq));
   const json result = diff_json(dir, "a", "b");
   ASSERT_FALSE(result.is_discarded());
   EXPECT_FALSE(result["first_divergence"].contains("magnitude")) << result["first_divergence"].dump(2);
@@ -241,12 +247,7 @@ TEST(CliDiffMagnitude, WithoutCaptureFilesItSaysNotCapturedAndADamagedOneIsUnusa
       << text.output;
 
   // Captured runs, then one byte of a blob's data flipped in run B's file for rank 2.
-  ASSERT_EQ(traced_job(dir, "ca", 4, "--steps 2", "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1").exit_code, 0);
-  ASSERT_EQ(traced_job(dir, "cb", 4, "--steps 2 --keep-going",
-                       "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1 HOSTNCCL_CORRUPT=rank:2,call:" +
-                           std::to_string(seq) + ",element:3,factor:7")
-                .exit_code,
-            0);
+  ASSERT_NO_FATAL_FAILURE(faulted_pair(dir, "ca", "cb", 2, 2, 3, 7, "DETNCCL_CAPTURE=1", &seq));
   ASSERT_EQ(detnccl("diff " + dir.run("ca") + " " + dir.run("cb")).exit_code, 1);
   const std::string capture = dir.run("cb") + "/rank-00002.cap";
   {
@@ -272,14 +273,8 @@ TEST(CliDiffMagnitude, WithoutCaptureFilesItSaysNotCapturedAndADamagedOneIsUnusa
 // `detnccl replay` of that call, which runs. An input divergence, measured too, keeps the narrow re-trace.
 TEST(CliReport, ACapturedReductionsOutputDivergenceHasItsMagnitudeAndReplayNext) {
   TempDir dir;
-  ASSERT_EQ(traced_job(dir, "clean", 4, "--steps 3", "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1").exit_code, 0);
-  const std::size_t seq = detnccl::test::script_step(1, 4, 0).size();
-  // --keep-going: rank 1 does not stop the job at its wrong output, so every rank's log is whole.
-  ASSERT_EQ(traced_job(dir, "faulty", 4, "--steps 3 --keep-going",
-                       "HOSTNCCL_REDUCE_ORDER=rank DETNCCL_CAPTURE=1 HOSTNCCL_CORRUPT=rank:1,call:" +
-                           std::to_string(seq) + ",element:17,factor:1001")
-                .exit_code,
-            0);
+  std::size_t seq = 0;
+  ASSERT_NO_FATAL_FAILURE(faulted_pair(dir, "clean", "faulty", 3, 1, 17, 1001, "DETNCCL_CAPTURE=1", &seq));
   const CommandResult report = detnccl("report --json " + dir.run("clean") + " " + dir.run("faulty"));
   EXPECT_EQ(report.exit_code, 1);
   const json data = json::parse(report.output, nullptr, false);
@@ -327,13 +322,8 @@ TEST(CliReport, ACapturedReductionsOutputDivergenceHasItsMagnitudeAndReplayNext)
 // Without capture files the report says so, has no magnitude object, and names the command it named before #18.
 TEST(CliReport, WithoutCaptureFilesThereIsNoMagnitudeAndNoReplay) {
   TempDir dir;
-  ASSERT_EQ(traced_job(dir, "a", 4, "--steps 2", "HOSTNCCL_REDUCE_ORDER=rank").exit_code, 0);
-  const std::size_t seq = detnccl::test::script_step(1, 4, 0).size();
-  ASSERT_EQ(traced_job(dir, "b", 4, "--steps 2 --keep-going",
-                       "HOSTNCCL_REDUCE_ORDER=rank HOSTNCCL_CORRUPT=rank:1,call:" + std::to_string(seq) +
-                           ",element:3,factor:7")
-                .exit_code,
-            0);
+  std::size_t seq = 0;
+  ASSERT_NO_FATAL_FAILURE(faulted_pair(dir, "a", "b", 2, 1, 3, 7, "", &seq));
   const CommandResult report = detnccl("report --json " + dir.run("a") + " " + dir.run("b"));
   EXPECT_EQ(report.exit_code, 1);
   const json data = json::parse(report.output, nullptr, false);

@@ -46,6 +46,17 @@ class Analysis : public ::testing::Test {
   void write(const std::string& name, const SyntheticRunSpec& spec) {
     ASSERT_EQ(detnccl::test::write_synthetic_run(dir_.path(), name, spec), "");
   }
+  // Runs "a" and "b" where, in b, the AllReduce of step 2 and later gives other bits on every rank with every input
+  // unchanged: an output origin on rank 0.
+  void write_output_origin_pair() {
+    SyntheticRunSpec b;
+    b.hook = [](std::uint32_t, CallFields& call, Blocks&, Blocks&, Blocks&, Blocks&) {
+      if (call.step >= 2 && call.op == OpId::kAllReduce) call.output_fingerprint ^= 7;
+      return true;
+    };
+    ASSERT_NO_FATAL_FAILURE(write("a", {}));
+    ASSERT_NO_FATAL_FAILURE(write("b", b));
+  }
   // diff_runs; with the step-index shortcut on (the default), also without it, expecting the same answers: every
   // diff test here is also a test that the shortcut changes no answer. And again reading one page at a time: the
   // readers then refill their buffers every few calls, so a call kept (pending a match, or a divergence) that still
@@ -343,14 +354,7 @@ TEST_F(Analysis, ARecvWhoseSendMatchedIsAnOutputOrigin) {
 }
 
 TEST_F(Analysis, SameInputsDifferentOutputsIsAnOutputOrigin) {
-  // The AllReduce of step 2 gives other bits on every rank with every input unchanged.
-  SyntheticRunSpec b;
-  b.hook = [](std::uint32_t, CallFields& call, Blocks&, Blocks&, Blocks&, Blocks&) {
-    if (call.step >= 2 && call.op == OpId::kAllReduce) call.output_fingerprint ^= 7;
-    return true;
-  };
-  write("a", {});
-  write("b", b);
+  ASSERT_NO_FATAL_FAILURE(write_output_origin_pair());
   const auto result = diff("a", "b");
   ASSERT_TRUE(result.first.has_value());
   EXPECT_EQ(result.first->kind, DivergenceKind::kOutput);
@@ -1641,14 +1645,7 @@ TEST_F(Analysis, ReportMapOfIdenticalRunsAndOfARunThatStopped) {
 }
 
 TEST_F(Analysis, ReportNextCommandIsReplayOnlyForAReductionsOutputWhoseMembersInputsWereCaptured) {
-  // The AllReduce of step 2 gives other bits on every rank with every input unchanged: an output origin on rank 0.
-  SyntheticRunSpec b;
-  b.hook = [](std::uint32_t, CallFields& call, Blocks&, Blocks&, Blocks&, Blocks&) {
-    if (call.step >= 2 && call.op == OpId::kAllReduce) call.output_fingerprint ^= 7;
-    return true;
-  };
-  write("a", {});
-  write("b", b);
+  ASSERT_NO_FATAL_FAILURE(write_output_origin_pair());
   const auto output = diff("a", "b");
   ASSERT_TRUE(output.first.has_value());
   ASSERT_EQ(output.first->kind, DivergenceKind::kOutput);
