@@ -120,10 +120,13 @@ void save_capture(const DigestSource& digests, CaptureSource& copy, std::uint16_
   if (!copy.wanted) return;
   bool saved = false;
   records::CaptureWriter* capture = g_process->log.active_capture.load(std::memory_order_acquire);
-  if (digests.known && capture != nullptr) {
+  // RATIONALE: stopped() is asked here, on the collector, which saves calls in their order: a call the job thread
+  // found already stored while the collector had not yet reached the stop is "not saved" all the same, so which calls
+  // after the stop say so never depends on how far the job ran ahead.
+  if (digests.known && capture != nullptr && !capture->stopped()) {
     if (copy.already_stored) {
       saved = true;
-    } else if (!capture->stopped()) {
+    } else {
       std::span<const std::byte> bytes;
       bool have = !copy.ticket;  // a host copy (possibly of 0 bytes)
       if (!copy.ticket) bytes = copy.host;
