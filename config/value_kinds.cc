@@ -1,6 +1,9 @@
 // detnccl config: parsing and printing the kinds of value (see value_kinds.h).
 #include "config/value_kinds.h"
 
+#include <array>
+#include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace detnccl::config {
@@ -84,10 +87,34 @@ std::string quoted(std::string_view value) {
 // RATIONALE: the parser asks this of every environment name against every known name (the near-miss check), so it
 // costs O(length * limit), allocates nothing for names of usual length, and stops once a row exceeds the limit.
 std::size_t edit_distance(std::string_view a, std::string_view b, std::size_t limit) {
+  // A common prefix or suffix changes no distance: "DETNCCL_" costs nothing when both names have it.
+  while (!a.empty() && !b.empty() && ascii_upper(a.front()) == ascii_upper(b.front())) {
+    a.remove_prefix(1);
+    b.remove_prefix(1);
+  }
+  while (!a.empty() && !b.empty() && ascii_upper(a.back()) == ascii_upper(b.back())) {
+    a.remove_suffix(1);
+    b.remove_suffix(1);
+  }
   limit = std::min(limit, std::max(a.size(), b.size()));  // no distance exceeds the longer length
   const std::size_t above_limit = limit + 1;
   const std::size_t length_difference = a.size() > b.size() ? a.size() - b.size() : b.size() - a.size();
   if (length_difference > limit) return above_limit;
+  // Each byte of one name that the other lacks altogether costs an edit of its own: more of them than the limit, and
+  // the table below is not needed (most names the near-miss check meets end here).
+  for (const auto& [one, other] : {std::pair{a, b}, std::pair{b, a}}) {
+    std::array<std::uint64_t, 4> present{};
+    for (const char c : other) {
+      const auto byte = static_cast<unsigned char>(ascii_upper(c));
+      present[byte / 64] |= std::uint64_t{1} << (byte % 64);
+    }
+    std::size_t missing = 0;
+    for (const char c : one) {
+      const auto byte = static_cast<unsigned char>(ascii_upper(c));
+      missing += (present[byte / 64] >> (byte % 64) & 1) == 0 ? 1 : 0;
+    }
+    if (missing > limit) return above_limit;
+  }
   constexpr std::size_t kStackRow = 128;
   std::array<std::size_t, kStackRow> stack_row;
   std::vector<std::size_t> heap_row;
@@ -107,7 +134,7 @@ std::size_t edit_distance(std::string_view a, std::string_view b, std::size_t li
     for (std::size_t j = low; j <= high; ++j) {
       const std::size_t above = row[j];
       const std::size_t substitute = diagonal + (ascii_upper(a[i - 1]) == ascii_upper(b[j - 1]) ? 0 : 1);
-      row[j] = std::min({above + 1, row[j - 1] + 1, substitute, above_limit});
+      row[j] = std::min(std::min(above + 1, row[j - 1] + 1), std::min(substitute, above_limit));
       row_minimum = std::min(row_minimum, row[j]);
       diagonal = above;
     }

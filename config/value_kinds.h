@@ -49,7 +49,8 @@ inline constexpr bool equals_ignoring_case(std::string_view a, std::string_view 
 std::string quoted(std::string_view value);
 
 // Levenshtein distance, compared without regard to case, when it is at most `limit`; limit + 1 otherwise. Only the
-// diagonal band of width 2 * limit + 1 is computed, and names whose lengths differ by more than limit cost nothing.
+// diagonal band of width 2 * limit + 1 is computed, past any common prefix and suffix; names whose lengths differ by
+// more than limit, or with more than limit bytes the other lacks, cost nothing.
 std::size_t edit_distance(std::string_view a, std::string_view b, std::size_t limit);
 
 // The known name closest to a mistyped one, if it is close enough to be a typo: a few edits away, or one name a

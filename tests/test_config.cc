@@ -96,19 +96,24 @@ TEST(EditDistance, TheBandedDistanceIsLevenshteinUpToItsLimit) {
     return d[a.size()][b.size()];
   };
   std::mt19937 random(20);
-  constexpr std::string_view kAlphabet = "abAB_";
-  const auto random_name = [&] {
-    std::string name(random() % 14, ' ');
-    for (char& c : name) c = kAlphabet[random() % kAlphabet.size()];
-    return name;
-  };
-  for (int i = 0; i < 20000; ++i) {
-    const std::string a = random_name();
-    const std::string b = random_name();
-    const std::size_t limit = random() % 6;
-    const std::size_t exact = levenshtein(a, b);
-    ASSERT_EQ(detnccl::config::parsing::edit_distance(a, b, limit), std::min(exact, limit + 1))
-        << a << " / " << b << " limit " << limit;
+  // The small alphabet makes near names common; the larger one, names with bytes the other lacks (the early exit)
+  // and common prefixes and suffixes ("DETN..." both).
+  for (const std::string_view alphabet : {std::string_view("abAB_"), std::string_view("abcdefgAB_1")}) {
+    const auto random_name = [&] {
+      std::string name(random() % 14, ' ');
+      for (char& c : name) c = alphabet[random() % alphabet.size()];
+      if (random() % 3 == 0) name = "DETN" + name;
+      if (random() % 3 == 0) name += "_X";
+      return name;
+    };
+    for (int i = 0; i < 20000; ++i) {
+      const std::string a = random_name();
+      const std::string b = random_name();
+      const std::size_t limit = random() % 6;
+      const std::size_t exact = levenshtein(a, b);
+      ASSERT_EQ(detnccl::config::parsing::edit_distance(a, b, limit), std::min(exact, limit + 1))
+          << a << " / " << b << " limit " << limit;
+    }
   }
   // Names longer than the stack row (128) take the allocated one.
   const std::string long_a(200, 'x');
