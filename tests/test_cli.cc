@@ -93,6 +93,15 @@ json diff_json(const TempDir& dir, const std::string& a, const std::string& b, c
   return json::parse(result.output, nullptr, /*allow_exceptions=*/false);
 }
 
+// `detnccl report --json A B` of two runs that differ: exit 1, and the page's data (discarded when not JSON).
+json report_json(const TempDir& dir, const std::string& a, const std::string& b) {
+  const CommandResult report = detnccl("report --json " + dir.run(a) + " " + dir.run(b));
+  EXPECT_EQ(report.exit_code, 1) << report.output;
+  const json data = json::parse(report.output, nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(data.is_discarded()) << report.output;
+  return data;
+}
+
 TEST(CliDiff, TwoIdenticalRunsExitZero) {
   TempDir dir;
   for (const char* name : {"a", "b"}) ASSERT_EQ(traced_job(dir, name, 4, "--steps 2").exit_code, 0);
@@ -275,10 +284,8 @@ TEST(CliReport, ACapturedReductionsOutputDivergenceHasItsMagnitudeAndReplayNext)
   TempDir dir;
   std::size_t seq = 0;
   ASSERT_NO_FATAL_FAILURE(faulted_pair(dir, "clean", "faulty", 3, 1, 17, 1001, "DETNCCL_CAPTURE=1", &seq));
-  const CommandResult report = detnccl("report --json " + dir.run("clean") + " " + dir.run("faulty"));
-  EXPECT_EQ(report.exit_code, 1);
-  const json data = json::parse(report.output, nullptr, false);
-  ASSERT_FALSE(data.is_discarded()) << report.output;
+  const json data = report_json(dir, "clean", "faulty");
+  ASSERT_FALSE(data.is_discarded());
   const json& first = data["first"];
   EXPECT_EQ(first["rank"], 1) << first.dump(2);
   EXPECT_EQ(first["seq"], seq) << first.dump(2);
@@ -309,7 +316,7 @@ TEST(CliReport, ACapturedReductionsOutputDivergenceHasItsMagnitudeAndReplayNext)
   // A perturbed input, captured in both runs: measured, but its cause is the compute before the call.
   ASSERT_EQ(traced_job(dir, "a", 4, "--steps 3", "DETNCCL_CAPTURE=1").exit_code, 0);
   ASSERT_EQ(traced_job(dir, "b", 4, "--steps 3 --perturb-rank 2 --perturb-step 1", "DETNCCL_CAPTURE=1").exit_code, 0);
-  const json input = json::parse(detnccl("report --json " + dir.run("a") + " " + dir.run("b")).output, nullptr, false);
+  const json input = report_json(dir, "a", "b");
   ASSERT_FALSE(input.is_discarded());
   EXPECT_EQ(input["first"]["kind"], "input") << input["first"].dump(2);
   EXPECT_EQ(input["first"]["rank"], 2) << input["first"].dump(2);
@@ -324,10 +331,8 @@ TEST(CliReport, WithoutCaptureFilesThereIsNoMagnitudeAndNoReplay) {
   TempDir dir;
   std::size_t seq = 0;
   ASSERT_NO_FATAL_FAILURE(faulted_pair(dir, "a", "b", 2, 1, 3, 7, "", &seq));
-  const CommandResult report = detnccl("report --json " + dir.run("a") + " " + dir.run("b"));
-  EXPECT_EQ(report.exit_code, 1);
-  const json data = json::parse(report.output, nullptr, false);
-  ASSERT_FALSE(data.is_discarded()) << report.output;
+  const json data = report_json(dir, "a", "b");
+  ASSERT_FALSE(data.is_discarded());
   const json& first = data["first"];
   EXPECT_EQ(first["kind"], "output") << first.dump(2);
   EXPECT_FALSE(first.contains("magnitude")) << first.dump(2);

@@ -57,6 +57,15 @@ class Analysis : public ::testing::Test {
     ASSERT_NO_FATAL_FAILURE(write("a", {}));
     ASSERT_NO_FATAL_FAILURE(write("b", b));
   }
+  // Run `name` where rank 2 joins no collective from step 3 on (its log left open, as a hung rank's is).
+  void write_rank_2_leaving_at_step_3(const std::string& name) {
+    SyntheticRunSpec spec;
+    spec.close_logs = false;
+    spec.hook = [](std::uint32_t rank, CallFields& call, Blocks&, Blocks&, Blocks&, Blocks&) {
+      return !(rank == 2 && call.step >= 3);
+    };
+    ASSERT_NO_FATAL_FAILURE(write(name, spec));
+  }
   // diff_runs; with the step-index shortcut on (the default), also without it, expecting the same answers: every
   // diff test here is also a test that the shortcut changes no answer. And again reading one page at a time: the
   // readers then refill their buffers every few calls, so a call kept (pending a match, or a divergence) that still
@@ -661,12 +670,7 @@ TEST_F(Analysis, CheckCatchesAMetadataDesyncAndNamesTheOddRank) {
 }
 
 TEST_F(Analysis, CheckNamesTheRanksThatDidNotJoin) {
-  SyntheticRunSpec spec;
-  spec.close_logs = false;
-  spec.hook = [](std::uint32_t rank, CallFields& call, Blocks&, Blocks&, Blocks&, Blocks&) {
-    return !(rank == 2 && call.step >= 3);
-  };
-  write("a", spec);
+  ASSERT_NO_FATAL_FAILURE(write_rank_2_leaving_at_step_3("a"));
   const auto result = check("a");
   ASSERT_EQ(result.finding_counts.count(CheckFindingKind::kNotAllJoined), 1u);
   const auto joined = std::find_if(result.findings.begin(), result.findings.end(),
@@ -1767,12 +1771,7 @@ TEST_F(Analysis, EachRanksFirstDifferingStepDigestIsAnOriginUnlessAnEarlierMembe
 }
 
 TEST_F(Analysis, ReportMapOfACheckNamesTheFindingsRanksAtTheirSteps) {
-  SyntheticRunSpec spec;
-  spec.close_logs = false;
-  spec.hook = [](std::uint32_t rank, CallFields& call, Blocks&, Blocks&, Blocks&, Blocks&) {
-    return !(rank == 2 && call.step >= 3);
-  };
-  write("a", spec);
+  ASSERT_NO_FATAL_FAILURE(write_rank_2_leaving_at_step_3("a"));
   const auto result = check("a");
   const auto stats = detnccl::analysis::run_stats(detnccl::analysis::list_run(dir_.run("a")));
   const auto map = detnccl::analysis::check_step_map(result, stats);
