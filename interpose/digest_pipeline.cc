@@ -120,9 +120,9 @@ void save_capture(const DigestSource& digests, CaptureSource& copy, std::uint16_
   if (!copy.wanted) return;
   bool saved = false;
   records::CaptureWriter* capture = g_process->log.active_capture.load(std::memory_order_acquire);
-  // RATIONALE: stopped() is asked here, on the collector, which saves calls in their order: a call the job thread
-  // found already stored while the collector had not yet reached the stop is "not saved" all the same, so which calls
-  // after the stop say so never depends on how far the job ran ahead.
+  // RATIONALE: stopped() is asked here, where calls are settled in their order (on the collector, or directly when
+  // nothing is queued): a call the job thread found already stored before an earlier call's save stopped capture is
+  // "not saved" all the same, so which calls after the stop say so never depends on how far the job ran ahead.
   if (digests.known && capture != nullptr && !capture->stopped()) {
     if (copy.already_stored) {
       saved = true;
