@@ -126,7 +126,10 @@ std::optional<std::string_view> near_miss_of_known_name(std::string_view name) {
   std::optional<std::string_view> best;
   std::size_t best_distance = kMaxEdits + 1;
   for (const EnvVarInfo& info : kEnvVars) {
-    std::size_t distance = edit_distance(name, info.name, kMaxEdits);
+    // More than kMaxEdits bytes longer or shorter: too far, without computing how far.
+    std::size_t distance = name.size() + kMaxEdits >= info.name.size() && info.name.size() + kMaxEdits >= name.size()
+                               ? edit_distance(name, info.name, kMaxEdits)
+                               : kMaxEdits + 1;
     const std::string_view suffix = info.name.substr(kPrefix.size());
     if (name.size() > suffix.size() && equals_ignoring_case(name.substr(name.size() - suffix.size()), suffix)) {
       distance = std::min(distance, edit_distance(name.substr(0, name.size() - suffix.size()), kPrefix, kMaxEdits));
