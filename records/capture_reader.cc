@@ -309,6 +309,13 @@ CaptureLookup CaptureReader::find(std::uint64_t fingerprint, std::uint64_t bytes
         lookup.bytes.assign(data, data + blob.fields.stored_bytes);
         break;
       case CaptureCodec::kZstd: {
+        // RATIONALE: the frame's header says how much it holds, so a stated raw size it contradicts is refused before
+        // anything is allocated: a few damaged bytes cannot make the reader allocate and fill gigabytes.
+        const ZstdFrameSize frame = zstd_frame_size(data, blob.fields.stored_bytes);
+        if (frame.whole && frame.content_known && frame.content_bytes != blob.fields.raw_bytes) {
+          return damaged("decompresses to " + std::to_string(frame.content_bytes) + " bytes, not the " +
+                         std::to_string(blob.fields.raw_bytes) + " it states");
+        }
         lookup.bytes.resize(blob.fields.raw_bytes);
         const long long content =
             zstd_decompress(lookup.bytes.data(), lookup.bytes.size(), data, blob.fields.stored_bytes);

@@ -15,6 +15,8 @@ struct ZstdLibrary {
   decltype(&ZSTD_decompress) decompress = nullptr;
   decltype(&ZSTD_compressBound) compress_bound = nullptr;
   decltype(&ZSTD_isError) is_error = nullptr;
+  decltype(&ZSTD_getFrameContentSize) frame_content_size = nullptr;
+  decltype(&ZSTD_findFrameCompressedSize) frame_compressed_size = nullptr;
   std::string unavailable;
 };
 
@@ -33,10 +35,17 @@ const ZstdLibrary& library() noexcept {
       loaded.decompress = reinterpret_cast<decltype(&ZSTD_decompress)>(dlsym(handle, "ZSTD_decompress"));
       loaded.compress_bound = reinterpret_cast<decltype(&ZSTD_compressBound)>(dlsym(handle, "ZSTD_compressBound"));
       loaded.is_error = reinterpret_cast<decltype(&ZSTD_isError)>(dlsym(handle, "ZSTD_isError"));
+      loaded.frame_content_size =
+          reinterpret_cast<decltype(&ZSTD_getFrameContentSize)>(dlsym(handle, "ZSTD_getFrameContentSize"));
+      loaded.frame_compressed_size =
+          reinterpret_cast<decltype(&ZSTD_findFrameCompressedSize)>(dlsym(handle, "ZSTD_findFrameCompressedSize"));
       if (loaded.compress == nullptr || loaded.decompress == nullptr || loaded.compress_bound == nullptr ||
-          loaded.is_error == nullptr) {
+          loaded.is_error == nullptr || loaded.frame_content_size == nullptr ||
+          loaded.frame_compressed_size == nullptr) {
         loaded = ZstdLibrary{};
-        loaded.unavailable = "libzstd.so.1 lacks ZSTD_compress, ZSTD_decompress, ZSTD_compressBound or ZSTD_isError";
+        loaded.unavailable =
+            "libzstd.so.1 lacks ZSTD_compress, ZSTD_decompress, ZSTD_compressBound, ZSTD_isError, "
+            "ZSTD_getFrameContentSize or ZSTD_findFrameCompressedSize (libzstd 1.3 or later has them)";
       }
     });
   } catch (...) {
@@ -65,6 +74,20 @@ std::size_t zstd_compress(void* out, std::size_t capacity, const void* data, std
   if (zstd.compress == nullptr) return 0;
   const std::size_t written = zstd.compress(out, capacity, data, bytes, level);
   return zstd.is_error(written) ? 0 : written;
+}
+
+ZstdFrameSize zstd_frame_size(const void* data, std::size_t bytes) noexcept {
+  const ZstdLibrary& zstd = library();
+  ZstdFrameSize size;
+  if (zstd.frame_content_size == nullptr) return size;
+  const unsigned long long content = zstd.frame_content_size(data, bytes);
+  if (content == ZSTD_CONTENTSIZE_ERROR) return size;
+  const std::size_t frame = zstd.frame_compressed_size(data, bytes);
+  size.readable = true;
+  size.whole = !zstd.is_error(frame) && frame == bytes;
+  size.content_known = content != ZSTD_CONTENTSIZE_UNKNOWN;
+  if (size.content_known) size.content_bytes = content;
+  return size;
 }
 
 long long zstd_decompress(void* out, std::size_t capacity, const void* data, std::size_t bytes) noexcept {

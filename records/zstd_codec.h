@@ -7,6 +7,7 @@
 #define DETNCCL_RECORDS_ZSTD_CODEC_H
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 namespace detnccl::records {
@@ -23,6 +24,16 @@ std::size_t zstd_compress_bound(std::size_t bytes) noexcept;
 // Compresses `bytes` bytes at `data` into one zstd frame at `out` (room for `capacity` bytes) at `level`. Returns
 // the frame's size, or 0 on any failure (no zstd, too little room).
 std::size_t zstd_compress(void* out, std::size_t capacity, const void* data, std::size_t bytes, int level) noexcept;
+
+// What the zstd data of `bytes` bytes at `data` says about its content, read from its first frame's header without
+// decompressing anything (ZSTD_getFrameContentSize, ZSTD_findFrameCompressedSize).
+struct ZstdFrameSize {
+  bool readable = false;       // false: no zstd, or not the start of a zstd frame (a damaged header)
+  bool whole = false;          // the first frame spans all `bytes` (one frame, nothing after it)
+  bool content_known = false;  // the frame's header states its content size (detnccl's writer always does)
+  std::uint64_t content_bytes = 0;
+};
+ZstdFrameSize zstd_frame_size(const void* data, std::size_t bytes) noexcept;
 
 // Decompresses the zstd frame of `bytes` bytes at `data` into `out` (room for `capacity` bytes). Returns the
 // content's size, or -1 on any failure (no zstd, a damaged frame, too little room).

@@ -374,6 +374,19 @@ TEST(CaptureReader, DataChecksumAndSizeAreCheckedAtLookup) {
     EXPECT_EQ(opened.reader->find(compressed.fields.fingerprint, compressed.fields.raw_bytes).status,
               CaptureLookupStatus::kAbsent);
   }
+  {  // A compressed blob stating an absurd raw size (1 TiB) is refused from its frame's header, before anything is
+     // allocated (allocating first would fail and say "out of memory", or fill a terabyte).
+    constexpr std::uint64_t kTebibyte = std::uint64_t{1} << 40;
+    OpenedCapture opened =
+        CaptureReader::from_bytes(forge(compressed, [](CaptureBlobFields& f) { f.raw_bytes = kTebibyte; }));
+    const CaptureLookup lookup = opened.reader->find(compressed.fields.fingerprint, kTebibyte);
+    EXPECT_EQ(lookup.status, CaptureLookupStatus::kDamaged);
+    EXPECT_TRUE(lookup.bytes.empty());
+    EXPECT_NE(lookup.message.find("decompresses to " + std::to_string(compressed.fields.raw_bytes) +
+                                  " bytes, not the " + std::to_string(kTebibyte) + " it states"),
+              std::string::npos)
+        << lookup.message;
+  }
   {  // A raw blob whose stated sizes disagree is a corrupt record: indexing stops there.
     OpenedCapture opened = CaptureReader::from_bytes(forge(raw, [](CaptureBlobFields& f) { f.raw_bytes += 8; }));
     EXPECT_EQ(opened.reader->end().kind, CaptureEndKind::kCorrupt);
