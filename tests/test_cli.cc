@@ -49,6 +49,13 @@ CommandResult traced_job(const TempDir& dir, const std::string& run_name, int nr
              " DETNCCL_RUN=" + run_name + " " DETNCCL_TRACE_JOB " " + arguments + " 2>&1");
 }
 
+// A digest or communicator id as detnccl prints it: 16 lower-case hex digits.
+std::string hex_id(std::uint64_t value) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
 // Runs the detnccl command; stderr is folded into the output only when asked (JSON tests parse stdout alone).
 CommandResult detnccl(const std::string& arguments, bool with_stderr = false) {
   return run("NO_COLOR=1 " DETNCCL_CLI " " + arguments + (with_stderr ? " 2>&1" : " 2>/dev/null"));
@@ -1111,10 +1118,7 @@ TEST(Cli, CompactRecordsShowTheirFoldsAndSayWhatTheyCannotName) {
   // Run A's first AllGather of step 2 (call 3 of 12 in the step) gathered synthetic_digest(r, 2 * 12 + 3, 1).
   std::vector<std::uint64_t> gathered;
   for (std::uint64_t r = 0; r < 4; ++r) gathered.push_back(detnccl::test::synthetic_digest(r, 2 * 12 + 3, 1));
-  char fold_hex[17];
-  std::snprintf(fold_hex, sizeof fold_hex, "%016llx",
-                static_cast<unsigned long long>(detnccl::records::fold_block_digests(gathered)));
-  const std::string fold = fold_hex;
+  const std::string fold = hex_id(detnccl::records::fold_block_digests(gathered));
 
   const CommandResult jsonl = detnccl("dump --rank 2 --format jsonl " + dir.run("a"));
   ASSERT_EQ(jsonl.exit_code, 0);
@@ -1644,8 +1648,9 @@ TEST(CliCheck, ACommunicatorOfForgedSizeIsADamagedLogOrAFindingNeverALoopOverIts
   const CommandResult dumped = detnccl("dump --rank 0 " + dir.run("a"), true);
   EXPECT_NE(dumped.output.find(why), std::string::npos) << dumped.output;
 
-  spec.communicator_hook = [](std::uint32_t rank, detnccl::records::CommunicatorRecord& communicator) {
-    if (rank == 0) communicator.nranks = std::numeric_limits<std::int32_t>::max();
+  // Every member states the largest size NCCL allows.
+  spec.communicator_hook = [](std::uint32_t, detnccl::records::CommunicatorRecord& communicator) {
+    communicator.nranks = std::numeric_limits<std::int32_t>::max();
   };
   ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "c", spec), "");
   const CommandResult huge = run("NO_COLOR=1 timeout 60 " DETNCCL_CLI " check " + dir.run("c") + " 2>&1");
@@ -1656,6 +1661,41 @@ TEST(CliCheck, ACommunicatorOfForgedSizeIsADamagedLogOrAFindingNeverALoopOverIts
                              " more never made"),
             std::string::npos)
       << huge.output;
+  // Only rank 0 states it: the members disagree on the size (one finding), which no loop over it can answer.
+  spec.communicator_hook = [](std::uint32_t rank, detnccl::records::CommunicatorRecord& communicator) {
+    if (rank == 0) communicator.nranks = std::numeric_limits<std::int32_t>::max();
+  };
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "d", spec), "");
+  const CommandResult one = run("NO_COLOR=1 timeout 60 " DETNCCL_CLI " check " + dir.run("d") + " 2>&1");
+  EXPECT_EQ(one.exit_code, 1) << one.output;
+  EXPECT_NE(one.output.find("(ranks 1, 2, 3: 4 members; rank 0: 2147483647 members)"), std::string::npos) << one.output;
+  EXPECT_EQ(one.output.find("not all ranks joined"), std::string::npos) << one.output;
+}
+
+// Members that state different sizes for one communicator (here rank 3 says 8 of a 4-rank one) are one finding naming
+// the odd rank and each stated size, not "not all ranks joined" for members 4 to 7 that no log names; in JSON too.
+// (CliMergeCheck.CommunicatorSizeMismatch splits it.)
+TEST(CliCheck, MembersStatingDifferentSizesForACommunicatorAreOneFindingNamingTheOddRank) {
+  TempDir dir;
+  detnccl::test::SyntheticRunSpec spec;
+  spec.communicator_hook = [](std::uint32_t rank, detnccl::records::CommunicatorRecord& communicator) {
+    if (rank == 3) communicator.nranks = 8;
+  };
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "a", spec), "");
+  const std::string expected = "communicator size mismatch on communicator " +
+                               hex_id(detnccl::test::kSyntheticCommunicatorId) +
+                               " (ranks 0, 1, 2: 4 members; rank 3: 8 members)";
+  const CommandResult checked = detnccl("check " + dir.run("a"), true);
+  EXPECT_EQ(checked.exit_code, 1) << checked.output;
+  EXPECT_NE(checked.output.find(expected), std::string::npos) << checked.output;
+  EXPECT_EQ(checked.output.find("not all ranks joined"), std::string::npos) << checked.output;
+
+  const CommandResult as_json = detnccl("check --json " + dir.run("a"));
+  const nlohmann::json document = nlohmann::json::parse(as_json.output, nullptr, false);
+  ASSERT_FALSE(document.is_discarded()) << as_json.output;
+  EXPECT_EQ(document["finding_counts"], nlohmann::json({{"communicator size mismatch", 1}})) << as_json.output;
+  ASSERT_EQ(document["findings"].size(), 1u) << as_json.output;
+  EXPECT_EQ(document["findings"][0]["ranks"], nlohmann::json({3})) << as_json.output;
 }
 
 // Output that cannot be written (a full disk) is an error (exit 2, said on stderr), not success; a reader that goes
@@ -2085,6 +2125,23 @@ TEST(CliMergeCheck, SendRecvCorruption) {
   const json capped = expect_check_merges_equal_one_process(dir, "many", {{"0-2", "3-5"}, {"0-0", "1-4", "5"}});
   EXPECT_EQ(capped["finding_counts"]["content mismatch"], 6 * 2 * many.steps);
   EXPECT_EQ(capped["findings"].size(), 1000u);
+}
+
+// Rank 5 states 4 members for its group of two (ranks 4 and 5): one finding, owned by the part of rank 4, the same
+// merged as in one process.
+TEST(CliMergeCheck, CommunicatorSizeMismatch) {
+  TempDir dir;
+  detnccl::test::SyntheticRunSpec groups = six_ranks_in(3);
+  groups.communicator_hook = [](std::uint32_t rank, detnccl::records::CommunicatorRecord& communicator) {
+    if (rank == 5) communicator.nranks = 4;
+  };
+  ASSERT_EQ(detnccl::test::write_synthetic_run(dir.path(), "groups", groups), "");
+  const json expected = expect_check_merges_equal_one_process(dir, "groups", kCheckSplits);
+  EXPECT_EQ(expected["verdict"], "inconsistent");
+  EXPECT_EQ(expected["finding_counts"], json({{"communicator size mismatch", 1}}));
+  ASSERT_EQ(expected["findings"].size(), 1u);
+  EXPECT_EQ(expected["findings"][0]["ranks"], json({5}));
+  EXPECT_EQ(expected["findings"][0]["comm_id"], hex_id(detnccl::test::kSyntheticCommunicatorId + 1 + 2));
 }
 
 // A metadata desync naming the odd rank (rank 2's AllGather datatype at step 1; in the groups' run, rank 4's in a

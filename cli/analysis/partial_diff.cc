@@ -269,7 +269,7 @@ constexpr bool kCompact = std::is_same_v<T, records::CallFields> || std::is_same
 // The largest valid value of the enums whose names are looked up by switch (others: any value of their type).
 constexpr std::uint64_t enum_max(DivergenceKind) { return static_cast<std::uint64_t>(DivergenceKind::kMissing); }
 constexpr std::uint64_t enum_max(CheckFindingKind) {
-  return static_cast<std::uint64_t>(CheckFindingKind::kConfigMismatch);
+  return static_cast<std::uint64_t>(CheckFindingKind::kCommSizeMismatch);
 }
 constexpr std::uint64_t enum_max(DivergenceRole) { return static_cast<std::uint64_t>(DivergenceRole::kUndetermined); }
 constexpr std::uint64_t enum_max(records::LogEndKind) {

@@ -112,6 +112,7 @@ class Checker {
   void add_log(std::uint32_t rank, const RankLogStream& stream) {
     std::set<std::uint64_t> communicators;
     for (const records::CommunicatorRecord& communicator : stream.communicators()) {
+      stated_sizes_[communicator.id][communicator.nranks].insert(rank);
       global_of_.try_emplace({communicator.id, communicator.rank}, rank);
       note_member(communicator.id, rank);
       communicators.insert(communicator.id);
@@ -132,8 +133,11 @@ class Checker {
       std::uint64_t unlisted = 0;  // members missing beyond those in `missing` (a communicator too large to list)
     };
     std::vector<Incomplete> incomplete;
+    const std::set<std::uint64_t> size_disagreements = report_size_disagreements();
     for (auto& [key, group] : groups_) {
       check_group(group, key);
+      // Which members are missing depends on the size: the size mismatch finding stands for them.
+      if (size_disagreements.count(key.comm_id) != 0) continue;
       std::set<std::uint32_t> present;
       for (const Member& member : group.members) present.insert(member.comm_rank());
       // RATIONALE: the work is bounded by the logs, not by the communicator's stated size (a damaged or forged log
@@ -562,6 +566,36 @@ class Checker {
     }
   }
 
+  // One finding per communicator whose members' logs state different sizes for it (the odd ranks named against the
+  // size most of them state); returns those communicators.
+  std::set<std::uint64_t> report_size_disagreements() {
+    std::set<std::uint64_t> disagreements;
+    for (const auto& [comm_id, by_size] : stated_sizes_) {
+      if (by_size.size() <= 1) continue;
+      disagreements.insert(comm_id);
+      auto majority = by_size.begin();
+      for (auto it = by_size.begin(); it != by_size.end(); ++it) {
+        if (it->second.size() > majority->second.size()) majority = it;
+      }
+      CheckFinding finding;
+      finding.kind = CheckFindingKind::kCommSizeMismatch;
+      finding.comm_id = comm_id;
+      std::string sizes;
+      for (const auto& [size, ranks] : by_size) {
+        const std::vector<std::uint32_t> listed(ranks.begin(), ranks.end());
+        if (!sizes.empty()) sizes += "; ";
+        sizes += ranks_text(listed) + ": " + std::to_string(size) + (size == 1 ? " member" : " members");
+        if (&ranks != &majority->second) finding.ranks.insert(finding.ranks.end(), listed.begin(), listed.end());
+      }
+      std::sort(finding.ranks.begin(), finding.ranks.end());
+      finding.message = "communicator size mismatch on communicator " + hash::format_digest(comm_id) + " (" + sizes +
+                        "): its members' logs disagree on its size (a damaged log, or two communicators sharing one "
+                        "id), so its collectives are not checked for members that never joined";
+      add_finding(std::move(finding));
+    }
+    return disagreements;
+  }
+
   // Truncated logs that hold no record of the communicator: their process may be any member of it.
   std::size_t truncated_without(std::uint64_t comm_id) const {
     return static_cast<std::size_t>(
@@ -578,6 +612,8 @@ class Checker {
   std::unordered_map<PairKey, Member, CallKeyHash> pairs_;
   GlobalRanks global_of_;                                           // (communicator id, rank in it) -> global rank
   std::unordered_map<std::uint64_t, std::uint32_t> lowest_member_;  // communicator id -> lowest global rank naming it
+  // communicator id -> size a communicator record states -> global ranks whose logs state it
+  std::unordered_map<std::uint64_t, std::map<std::uint32_t, std::set<std::uint32_t>>> stated_sizes_;
 };
 
 }  // namespace
@@ -602,6 +638,8 @@ std::string_view check_finding_name(CheckFindingKind kind) noexcept {
       return "unmatched send/recv";
     case CheckFindingKind::kConfigMismatch:
       return "configuration mismatch";
+    case CheckFindingKind::kCommSizeMismatch:
+      return "communicator size mismatch";
   }
   return "?";
 }

@@ -10,7 +10,8 @@
 // Gather, Scatter: the holder's fold against the fold of the members' fingerprints), without naming the member at
 // fault; AlltoAll's block-by-block relation needs the per-peer lists (DETNCCL_TRACE=segments).
 //
-// The ranks' headers must agree too: the same DETNCCL_* configuration, detnccl, NCCL and fingerprint versions.
+// The ranks' headers must agree too: the same DETNCCL_* configuration, detnccl, NCCL and fingerprint versions. So must
+// the sizes the members' communicator records state for one communicator.
 //
 // A log that ends with a truncation marker holds every call up to it; the calls after it were made but not recorded.
 // The other members' calls that have no partner because of it are counted as not checked, not as findings. Logs of
@@ -46,6 +47,8 @@ enum class CheckFindingKind : std::uint8_t {
   kUnmatchedPointToPoint,  // a Send without its Recv or the other way round
   kConfigMismatch,         // ranks ran with different DETNCCL_* settings or versions (e.g. one rank without
                            // deterministic mode): the ranks did not choose identically
+  kCommSizeMismatch,       // members' logs state different sizes for one communicator (a damaged log, or two
+                           // communicators sharing an id): its collectives are not checked for missing members
 };
 
 // "type mismatch", "size mismatch", ...
