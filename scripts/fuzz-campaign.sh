@@ -49,7 +49,8 @@ mkdir -p "$work/before" "$work/after" "$work/artifacts"
 dict=()
 [[ -f "fuzz/$target.dict" ]] && dict=(-dict="fuzz/$target.dict")
 export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1" UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
-common=(-timeout=20 -rss_limit_mb=2048 -max_len="$max_len" "${dict[@]}")
+# -entropic_feature_frequency_threshold: see scripts/fuzz.sh.
+common=(-timeout=20 -rss_limit_mb=2048 -max_len="$max_len" -entropic_feature_frequency_threshold=16 "${dict[@]}")
 
 files() { find "$1" -type f | wc -l; }
 bytes() { du -sb "$1" | cut -f1; }
