@@ -45,6 +45,14 @@ std::string missing_text(const std::vector<std::uint32_t>& ranks, std::uint64_t 
 }
 using records::OpId;
 
+// The entry of a map from a value to the ranks holding it that holds the most ranks, the first in value order on a
+// tie: the majority that the other values' ranks are named against.
+template <typename RanksByValue>
+typename RanksByValue::const_iterator majority_of(const RanksByValue& ranks_by_value) {
+  return std::max_element(ranks_by_value.begin(), ranks_by_value.end(),
+                          [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
+}
+
 // One rank's call in a group.
 struct Member {
   std::uint32_t rank = 0;  // global
@@ -274,10 +282,7 @@ class Checker {
     std::map<Value, std::vector<std::uint32_t>> by_value;
     for (const Member& member : group.members) by_value[value(member)].push_back(member.rank);
     if (by_value.size() <= 1) return {};
-    auto majority = by_value.begin();
-    for (auto it = by_value.begin(); it != by_value.end(); ++it) {
-      if (it->second.size() > majority->second.size()) majority = it;
-    }
+    const auto majority = majority_of(by_value);
     std::vector<std::uint32_t> odd;
     description.clear();
     for (auto& [v, ranks] : by_value) {
@@ -573,10 +578,7 @@ class Checker {
     for (const auto& [comm_id, by_size] : stated_sizes_) {
       if (by_size.size() <= 1) continue;
       disagreements.insert(comm_id);
-      auto majority = by_size.begin();
-      for (auto it = by_size.begin(); it != by_size.end(); ++it) {
-        if (it->second.size() > majority->second.size()) majority = it;
-      }
+      const auto majority = majority_of(by_size);
       CheckFinding finding;
       finding.kind = CheckFindingKind::kCommSizeMismatch;
       finding.comm_id = comm_id;
